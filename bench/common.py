@@ -1,0 +1,83 @@
+"""What the benchmarks share: starting a local stack (embedded Redis, simulator, workers)."""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from celery import Celery
+
+from producer.publishing import create_producer_app
+from producer.services import (
+    ManagedProcess,
+    start_embedded_redis,
+    start_simulator,
+    start_worker,
+    wait_for,
+)
+from schemas.settings import Settings
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+
+def worker_env(settings: Settings) -> dict[str, str]:
+    return {**os.environ, **settings.to_env()}
+
+
+def simulator_stats(simulator: ManagedProcess) -> dict[str, object]:
+    with urllib.request.urlopen(simulator.url.removesuffix("/v1") + "/stats") as answer:
+        stats: dict[str, object] = json.load(answer)
+    return stats
+
+
+@dataclass
+class Stack:
+    settings: Settings
+    app: Celery
+    redis: ManagedProcess
+    simulator: ManagedProcess
+    workers: list[ManagedProcess]
+
+
+@contextmanager
+def local_stack(
+    folder: Path,
+    label: str,
+    simulator_options: list[str],
+    n_workers: int,
+    appendonly: bool = False,
+    **settings: object,
+) -> Iterator[Stack]:
+    """Redis, the simulator and `n_workers` workers, all stopped on exit."""
+    folder.mkdir(parents=True, exist_ok=True)
+    redis_server = start_embedded_redis(folder, appendonly=appendonly)
+    simulator = start_simulator(folder, simulator_options)
+    config = Settings.model_validate(
+        {
+            "broker_url": redis_server.url,
+            "database_url": f"sqlite:///{folder / f'{label}.db'}",
+            "queue": f"bench-{secrets.token_hex(3)}",
+            **settings,
+        }
+    )
+    app = create_producer_app(config)
+    nodes = [f"bench-{label}-{n}@localhost" for n in range(n_workers)]
+    workers = [start_worker(folder, worker_env(config), node) for node in nodes]
+    try:
+        wait_for(
+            lambda: len(app.control.ping(destination=nodes, timeout=0.5)) == len(nodes),
+            90,
+            "workers",
+        )
+        yield Stack(config, app, redis_server, simulator, workers)
+    finally:
+        for worker in workers:
+            worker.stop()
+        simulator.stop()
+        redis_server.stop()

@@ -1,0 +1,265 @@
+"""Rate-limit benchmark: three judge models with quotas of 1200, 600 and 300 requests a
+minute (answers take ~400 ms), a batch whose ideal duration under those quotas is about a
+minute, run by jury with 2 and with 4 worker processes and by a plain-asyncio baseline (one
+process, asyncio.gather over every call with a semaphore, LiteLLM, retrying 429s after
+Retry-After), side by side.
+
+    .venv/bin/python -m bench.ratelimit [--minutes 1.0] [--concurrency 32]
+
+Prints a table and one JSON line: makespan, ideal makespan, their ratio, per-model
+utilisation of the quota, share of calls answered 429, retries.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import func, select
+
+from bench.common import local_stack, simulator_stats
+from producer.loading import load_batch
+from producer.services import start_simulator, wait_for
+from producer.submission import submit_batch
+from store.engine import session_factory
+from store.models import SampleRow
+from store.repository import batch_status
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+MODELS = {"balanced@fast": 1200, "lenient@mid": 600, "strict@slow": 300}
+LATENCY = ["--latency-ms", "400", "--latency-sigma", "0.2"]
+DIMENSIONS = ["relevance", "accuracy", "helpfulness"]
+
+
+def plan(minutes: float) -> tuple[int, dict[str, int]]:
+    """Items, and samples per item and dimension for each model (4, 2, 1), so that each
+    model's calls take `minutes` at its quota."""
+    n = {"balanced@fast": 4, "lenient@mid": 2, "strict@slow": 1}
+    items = max(1, round(MODELS["strict@slow"] * minutes / len(DIMENSIONS)))
+    return items, n
+
+
+def ideal_makespan(items: int, n: dict[str, int]) -> float:
+    cells = items * len(DIMENSIONS)
+    return max(cells * n[m] / rpm * 60 for m, rpm in MODELS.items())
+
+
+def write_batch(folder: Path, api_base: str, items: int, n: dict[str, int]) -> Path:
+    (folder / "items.jsonl").write_text(
+        "".join(
+            json.dumps({"id": f"i{i}", "input": f"Question {i}?", "output": f"Answer {i}. " * 10})
+            + "\n"
+            for i in range(items)
+        )
+    )
+    judges = ", ".join(
+        f"{{model: 'openai/{m}', n: {n[m]}, rpm: {MODELS[m]}, api_base: '{api_base}'}}"
+        for m in MODELS
+    )
+    path = folder / "batch.yaml"
+    path.write_text(
+        f"name: ratelimit\njudges: [{judges}]\ndimensions: {DIMENSIONS}\nitems: items.jsonl\n"
+    )
+    return path
+
+
+def model_figures(stats: dict[str, Any], makespan: float) -> dict[str, dict[str, float]]:
+    figures = {}
+    for model, rpm in MODELS.items():
+        counts = stats["models"].get(model, {})
+        ok, throttled = counts.get("200", 0), counts.get("429", 0)
+        total = sum(v for k, v in counts.items() if k.isdigit())
+        figures[model] = {
+            "rpm": rpm,
+            "calls_ok": ok,
+            "answered_429": throttled,
+            "utilisation": round(ok / (rpm * makespan / 60), 3) if makespan else 0.0,
+            "share_429": round(throttled / total, 4) if total else 0.0,
+        }
+    return figures
+
+
+def run_jury(folder: Path, workers: int, args: argparse.Namespace) -> dict[str, Any]:
+    items, n = plan(args.minutes)
+    label = f"jury-{workers}w"
+    with local_stack(
+        folder / label,
+        label,
+        LATENCY + _limits(),
+        workers,
+        worker_concurrency=args.concurrency,
+        rate_horizon_s=args.horizon,
+        rate_margin=args.margin,
+    ) as stack:
+        sessions = session_factory(stack.settings.database_url)
+        batch = write_batch(folder / label, stack.simulator.url, items, n)
+        started = time.monotonic()
+        batch_id = submit_batch(load_batch(batch), sessions, stack.app)
+        wait_for(
+            lambda: batch_status(sessions, batch_id).status.finished, 1800, "the batch", poll=0.2
+        )
+        makespan = time.monotonic() - started
+        stats = simulator_stats(stack.simulator)
+        with sessions() as session:
+            retries = session.scalar(
+                select(func.coalesce(func.sum(SampleRow.attempts - 1), 0)).where(
+                    SampleRow.batch_id == batch_id
+                )
+            )
+        deferrals = sum(w.log_tail(10**7).count("Retry in") for w in stack.workers)
+        return _row(label, makespan, items, n, stats, int(retries or 0), deferrals)
+
+
+# Seconds over which the simulator enforces each quota (--rate-window); see main().
+RATE_WINDOW = ["60"]
+
+
+def _limits() -> list[str]:
+    limits = [arg for m, rpm in MODELS.items() for arg in ("--model-rpm", f"{m}={rpm}")]
+    return [*limits, "--rate-window", RATE_WINDOW[0]]
+
+
+def _row(
+    label: str,
+    makespan: float,
+    items: int,
+    n: dict[str, int],
+    stats: dict[str, Any],
+    retries: int,
+    deferrals: int,
+) -> dict[str, Any]:
+    ideal = ideal_makespan(items, n)
+    models = model_figures(stats, makespan)
+    calls = sum(sum(v for k, v in c.items() if k.isdigit()) for c in stats["models"].values())
+    throttled = sum(m["answered_429"] for m in models.values())
+    return {
+        "run": label,
+        "makespan_s": round(makespan, 1),
+        "ideal_s": round(ideal, 1),
+        "ratio": round(ideal / makespan, 3),
+        "requests": calls,
+        "share_429": round(throttled / calls, 4) if calls else 0.0,
+        "retries": retries,
+        "deferrals": deferrals,
+        "models": models,
+    }
+
+
+async def _baseline_calls(api_base: str, items: int, n: dict[str, int], concurrency: int) -> int:
+    import litellm
+
+    semaphore = asyncio.Semaphore(concurrency)
+    retries = 0
+
+    async def one(model: str, item: int, dimension: str) -> None:
+        nonlocal retries
+        prompt = (
+            f"Criterion: {dimension}\nScale: 1 to 5\n<data-ab12>\n<output>\nAnswer {item}. "
+            f"</output>\n</data-ab12>"
+        )
+        for _attempt in range(20):
+            async with semaphore:
+                try:
+                    await litellm.acompletion(
+                        model=f"openai/{model}",
+                        api_base=api_base,
+                        api_key="x",
+                        messages=[{"role": "user", "content": prompt}],
+                        temperature=0.8,
+                        num_retries=0,
+                        max_retries=0,
+                    )
+                    return
+                except litellm.RateLimitError as exc:
+                    headers = getattr(exc, "litellm_response_headers", None) or {}
+                    wait = float(headers.get("retry-after", 1))
+            retries += 1
+            await asyncio.sleep(wait + random.random())
+
+    await asyncio.gather(
+        *(
+            one(m, i, d)
+            for m, count in n.items()
+            for i in range(items)
+            for d in DIMENSIONS
+            for _ in range(count)
+        )
+    )
+    return retries
+
+
+def run_baseline(folder: Path, args: argparse.Namespace) -> dict[str, Any]:
+    items, n = plan(args.minutes)
+    folder.mkdir(parents=True, exist_ok=True)
+    simulator = start_simulator(folder, LATENCY + _limits())
+    try:
+        started = time.monotonic()
+        retries = asyncio.run(_baseline_calls(simulator.url, items, n, args.baseline_concurrency))
+        makespan = time.monotonic() - started
+        return _row("asyncio baseline", makespan, items, n, simulator_stats(simulator), retries, 0)
+    finally:
+        simulator.stop()
+
+
+def print_table(rows: list[dict[str, Any]]) -> None:
+    columns = ["makespan_s", "ideal_s", "ratio", "requests", "share_429", "retries", "deferrals"]
+    print(f"{'':<22}" + "".join(f"{r['run']:>18}" for r in rows))
+    for column in columns:
+        print(f"{column:<22}" + "".join(f"{r[column]!s:>18}" for r in rows))
+    for model in MODELS:
+        print(
+            f"util {model:<17}"
+            + "".join(f"{r['models'][model]['utilisation']!s:>18}" for r in rows)
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--minutes", type=float, default=1.0)
+    parser.add_argument("--concurrency", type=int, default=64, help="threads per worker")
+    parser.add_argument("--baseline-concurrency", type=int, default=64)
+    parser.add_argument("--horizon", type=float, default=3.0, help="JURY_RATE_HORIZON")
+    parser.add_argument("--margin", type=float, default=0.01, help="JURY_RATE_MARGIN")
+    parser.add_argument(
+        "--rate-window",
+        default="60",
+        help="seconds over which the provider enforces rpm (60: per minute; 10: quantized, "
+        "rpm/6 per 10 s, which punishes bursts)",
+    )
+    parser.add_argument(
+        "--runs",
+        default="jury-2,baseline,jury-4",
+        help="which runs, in order (jury-N for N workers, baseline)",
+    )
+    args = parser.parse_args()
+    RATE_WINDOW[0] = args.rate_window
+    with tempfile.TemporaryDirectory(prefix="jury-bench-") as tmp:
+        rows = [
+            run_baseline(Path(tmp) / "baseline", args)
+            if run == "baseline"
+            else run_jury(Path(tmp), int(run.split("-")[1]), args)
+            for run in args.runs.split(",")
+        ]
+    print_table(rows)
+    print(
+        json.dumps(
+            {
+                "bench": "ratelimit",
+                "minutes": args.minutes,
+                "rate_window_s": float(args.rate_window),
+                "runs": rows,
+            }
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,236 @@
+"""The `jury` command. User mistakes get one clear paragraph and a non-zero exit, no traceback.
+
+Exit codes: 0 done; 1 the batch failed or was cancelled; 2 bad input or configuration;
+3 `--wait` gave up at `--timeout`.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, NoReturn, TypeVar
+
+import click
+from rich.console import Console
+
+from producer.following import follow_batch, print_verdicts
+from producer.loading import load_batch
+from producer.planning import plan_batch
+from producer.reporting import FORMATS, make_console, print_plan, write_csv, write_json, write_jsonl
+from schemas.errors import JuryError
+from schemas.settings import Settings
+from schemas.status import BatchState
+from store.cells import iter_verdicts
+from store.engine import session_factory
+from store.repository import batch_status, load_config
+
+F = TypeVar("F", bound=Callable[..., Any])
+EXIT_FAILED, EXIT_USAGE, EXIT_TIMEOUT = 1, 2, 3
+
+
+def _fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
+    Console(stderr=True, soft_wrap=True).print(
+        f"[bold red]error:[/] {message}", highlight=False, markup=True
+    )
+    sys.exit(code)
+
+
+def user_errors(command: F) -> F:
+    """Turn JuryError (and a broken pipe) into a clean message and exit code."""
+
+    @functools.wraps(command)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return command(*args, **kwargs)
+        except JuryError as exc:
+            _fail(str(exc))
+        except BrokenPipeError:
+            sys.exit(0)
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _settings() -> Settings:
+    try:
+        return Settings.from_env()
+    except Exception as exc:
+        _fail(f"bad JURY_* environment: {exc}")
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def jury() -> None:
+    """jury: score batches of LLM outputs with a distributed panel of LLM judges."""
+
+
+@jury.command()
+@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--wait", is_flag=True, help="Follow progress until the batch finishes.")
+@click.option("--batch-id", help="Use this id instead of a generated one.")
+@click.option("--dry-run", is_flag=True, help="Validate and print the plan; enqueue nothing.")
+@click.option("--timeout", type=float, help="With --wait: give up after this many seconds.")
+@click.option("--json", "as_json", is_flag=True, help="With --dry-run: print the plan as JSON.")
+@user_errors
+def submit(
+    file: Path,
+    wait: bool,
+    batch_id: str | None,
+    dry_run: bool,
+    timeout: float | None,
+    as_json: bool,
+) -> None:
+    """Validate FILE, record it and enqueue one task per (item, dimension, judge, sample)."""
+    source = load_batch(file)
+    console = make_console()
+    if dry_run:
+        plan = plan_batch(source.config, source.stats.count, source.stats.text_chars)
+        if as_json:
+            click.echo(json.dumps(plan.as_dict()))
+        else:
+            print_plan(console, source.config.name, plan)
+        return
+    from producer.publishing import check_broker, create_producer_app
+    from producer.submission import submit_batch
+
+    settings = _settings()
+    check_broker(settings)
+    sessions = session_factory(settings.database_url)
+    batch_id = submit_batch(source, sessions, create_producer_app(settings), batch_id)
+    console.print(
+        f"submitted {source.stats.count} items × {len(source.config.dimensions)} dimensions × "
+        f"{source.config.samples_per_cell} samples",
+        highlight=False,
+    )
+    code = 0
+    if wait:
+        status = follow_batch(sessions, batch_id, console, timeout)
+        if status is None:
+            console.print(f"[yellow]still running after {timeout:g} s[/]")
+            code = EXIT_TIMEOUT
+        elif status.status != BatchState.COMPLETED:
+            console.print(f"[red]batch {status.status.value}[/]: {status.error or ''}")
+            code = EXIT_FAILED
+        else:
+            print_verdicts(sessions, batch_id, console)
+    click.echo(batch_id)
+    sys.exit(code)
+
+
+@jury.command()
+@click.argument("batch_id")
+@click.option("--json", "as_json", is_flag=True, help="Print the status as JSON.")
+@user_errors
+def status(batch_id: str, as_json: bool) -> None:
+    """Show a batch's state and progress."""
+    sessions = session_factory(_settings().database_url)
+    state = batch_status(sessions, batch_id)
+    if as_json:
+        click.echo(state.model_dump_json())
+        return
+    click.echo(
+        f"{state.batch_id} {state.name}: {state.status.value}, "
+        f"{state.n_verdicts}/{state.n_cells} verdicts ({state.progress:.0%}), "
+        f"{state.n_samples}/{state.n_samples_expected} samples "
+        f"({state.n_failed_samples} failed), {state.n_flagged} flagged, "
+        f"cost ${state.cost_usd:.4f}" + (f"\nerror: {state.error}" if state.error else "")
+    )
+
+
+@jury.command()
+@click.argument("batch_id")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
+@click.option("--output", type=click.Path(dir_okay=False, path_type=Path), help="Write here.")
+@user_errors
+def results(batch_id: str, fmt: str, output: Path | None) -> None:
+    """Print a batch's result records (one per item and dimension)."""
+    sessions = session_factory(_settings().database_url)
+    state = batch_status(sessions, batch_id)
+    judges = [j.name for j in load_config(sessions, batch_id).panel]
+    if fmt == "table":
+        console = Console(file=output.open("w"), width=200) if output else make_console()
+        print_verdicts(sessions, batch_id, console)
+        return
+    out = output.open("w", newline="") if output else sys.stdout
+    try:
+        verdicts = iter_verdicts(sessions, batch_id)
+        if fmt == "json":
+            write_json(out, state, verdicts)
+        elif fmt == "jsonl":
+            write_jsonl(out, verdicts)
+        else:
+            write_csv(out, verdicts, judges)
+    finally:
+        if output:
+            out.close()
+
+
+@jury.command()
+@click.argument("batch_id")
+@user_errors
+def cancel(batch_id: str) -> None:
+    """Stop a batch: workers skip its queued tasks; what was stored stays."""
+    from producer.control import cancel_batch
+
+    state = cancel_batch(session_factory(_settings().database_url), batch_id)
+    click.echo(f"{batch_id}: {state.value}")
+
+
+@jury.command()
+@click.argument("batch_id")
+@click.option("--missing-only", is_flag=True, help="Only samples with no result, not failed ones.")
+@click.option("--wait", is_flag=True, help="Follow progress until the batch finishes.")
+@click.option(
+    "--max-cost-usd",
+    type=click.FloatRange(min=0, min_open=True),
+    help="A new budget cap for the batch (after it stopped at its old one).",
+)
+@user_errors
+def resume(batch_id: str, missing_only: bool, wait: bool, max_cost_usd: float | None) -> None:
+    """Judge again the samples of a batch that have no successful result."""
+    from producer.control import raise_budget, resume_batch
+    from producer.publishing import check_broker, create_producer_app
+
+    settings = _settings()
+    check_broker(settings)
+    sessions = session_factory(settings.database_url)
+    if max_cost_usd is not None:
+        raise_budget(sessions, settings.broker_url, batch_id, max_cost_usd)
+    plan = resume_batch(sessions, create_producer_app(settings), batch_id, missing_only)
+    click.echo(f"{batch_id}: re-enqueued {plan.n_samples} samples in {len(plan.cells)} cells")
+    if wait and plan.cells:
+        status = follow_batch(sessions, batch_id, make_console())
+        sys.exit(0 if status and status.status == BatchState.COMPLETED else EXIT_FAILED)
+
+
+_PASSTHROUGH = {"ignore_unknown_options": True, "allow_extra_args": True, "help_option_names": []}
+
+
+@jury.command(context_settings=_PASSTHROUGH, add_help_option=False)
+@click.pass_context
+def worker(ctx: click.Context) -> None:
+    """Run a worker (extra options go to `celery worker`, e.g. `-- --concurrency 32`)."""
+    args = [a for a in ctx.args if a != "--"]
+    os.execv(sys.executable, [sys.executable, "-m", "worker", *args])
+
+
+@jury.command(context_settings=_PASSTHROUGH, add_help_option=False)
+@click.pass_context
+def simulate(ctx: click.Context) -> None:
+    """Run the judge simulator (see `jury simulate --help`)."""
+    os.execv(sys.executable, [sys.executable, "-m", "simulator", *ctx.args])
+
+
+@jury.command()
+@user_errors
+def demo() -> None:
+    """Run examples/demo.yaml end to end on this machine, starting whatever is missing."""
+    from producer.demo import run_demo
+
+    sys.exit(run_demo(make_console()))
+
+
+def main() -> None:
+    jury(prog_name="jury")

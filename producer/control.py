@@ -1,0 +1,89 @@
+"""`jury cancel` and `jury resume`: stopping a batch, and judging again what it lacks."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import redis
+from celery import Celery
+
+from producer.publishing import all_samples, judge_queues, publish_cell
+from schemas.errors import JuryError
+from schemas.status import BatchState
+from schemas.tasks import CellRef, budget_cap_key
+from store.cells import reopen_cells, stored_sample_keys
+from store.repository import (
+    batch_status,
+    iter_item_ids,
+    load_config,
+    reopen_batch,
+    set_batch_state,
+    set_max_cost,
+)
+from store.sql import Sessions
+
+
+def cancel_batch(sessions: Sessions, batch_id: str) -> BatchState:
+    """Mark the batch cancelled: workers skip its queued tasks; what is stored stays."""
+    status = batch_status(sessions, batch_id)
+    if status.status.finished:
+        return status.status
+    set_batch_state(sessions, batch_id, BatchState.CANCELLED, error="cancelled by the user")
+    return BatchState.CANCELLED
+
+
+@dataclass(frozen=True)
+class ResumePlan:
+    cells: dict[tuple[str, str], list[tuple[str, int]]]  # (item, dimension) -> samples to judge
+    failed: dict[tuple[str, str], list[tuple[str, int]]]  # of those, the stored failures
+
+    @property
+    def n_samples(self) -> int:
+        return sum(len(samples) for samples in self.cells.values())
+
+
+def plan_resume(sessions: Sessions, batch_id: str, missing_only: bool) -> ResumePlan:
+    """Samples with no stored result, and (unless `missing_only`) those stored as failures."""
+    config = load_config(sessions, batch_id)
+    expected = all_samples(config)
+    cells: dict[tuple[str, str], list[tuple[str, int]]] = {}
+    failed: dict[tuple[str, str], list[tuple[str, int]]] = {}
+    for item_ids in iter_item_ids(sessions, batch_id):
+        stored = stored_sample_keys(sessions, batch_id, item_ids)
+        for item_id in item_ids:
+            for dimension in config.dimensions:
+                key = (item_id, dimension.name)
+                have = stored.get(key, {})
+                redo = [s for s in expected if s not in have or (not missing_only and not have[s])]
+                if redo:
+                    cells[key] = redo
+                    failed[key] = [s for s in redo if s in have]
+    return ResumePlan(cells, failed)
+
+
+def resume_batch(sessions: Sessions, app: Celery, batch_id: str, missing_only: bool) -> ResumePlan:
+    status = batch_status(sessions, batch_id)
+    if status.status == BatchState.SUBMITTING:
+        raise JuryError(
+            f"batch {batch_id} is still being submitted; resume it once submission has ended "
+            "(a batch whose producer died mid-submission cannot be resumed yet)"
+        )
+    plan = plan_resume(sessions, batch_id, missing_only)
+    if not plan.cells:
+        return plan
+    reopen_cells(sessions, batch_id, plan.failed)
+    reopen_batch(sessions, batch_id)
+    queues = judge_queues(app, load_config(sessions, batch_id))
+    for (item_id, dimension), samples in plan.cells.items():
+        publish_cell(app, CellRef(batch_id, item_id, dimension), samples, queues)
+    return plan
+
+
+def raise_budget(sessions: Sessions, broker_url: str, batch_id: str, max_cost_usd: float) -> None:
+    """A new cap for the batch, in the stored config and in the meter every worker reads."""
+    set_max_cost(sessions, batch_id, max_cost_usd)
+    client = redis.Redis.from_url(broker_url)
+    try:
+        client.set(budget_cap_key(batch_id), max_cost_usd)
+    finally:
+        client.close()

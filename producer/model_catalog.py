@@ -1,0 +1,69 @@
+"""What LiteLLM knows about models, read from the JSON files the litellm package ships, without
+importing litellm (the producer never does: it costs seconds and a hundred MiB)."""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import json
+from pathlib import Path
+from typing import Any
+
+
+def _litellm_file(name: str) -> dict[str, Any]:
+    spec = importlib.util.find_spec("litellm")  # locates the package without importing it
+    for folder in (spec.submodule_search_locations or []) if spec else []:
+        path = Path(folder) / name
+        if path.exists():
+            loaded: dict[str, Any] = json.loads(path.read_text())
+            return loaded
+    return {}
+
+
+@functools.lru_cache(maxsize=1)
+def price_map() -> dict[str, Any]:
+    return _litellm_file("model_prices_and_context_window_backup.json")
+
+
+@functools.lru_cache(maxsize=1)
+def known_providers() -> frozenset[str]:
+    providers = set(_litellm_file("provider_endpoints_support_backup.json").get("providers", {}))
+    providers |= {
+        entry["litellm_provider"]
+        for entry in price_map().values()
+        if isinstance(entry, dict) and isinstance(entry.get("litellm_provider"), str)
+    }
+    return frozenset(providers)
+
+
+def model_prices(model: str) -> tuple[float, float] | None:
+    """(input, output) USD per token, or None if the model is not in the price map."""
+    prices = price_map()
+    for key in (model, model.split("/", 1)[-1]):
+        entry = prices.get(key)
+        if isinstance(entry, dict) and "input_cost_per_token" in entry:
+            return float(entry["input_cost_per_token"]), float(
+                entry.get("output_cost_per_token", 0)
+            )
+    return None
+
+
+def model_problem(model: str) -> str | None:
+    """Why LiteLLM could not route `model`, or None when it can."""
+    providers = known_providers()
+    if not providers:
+        return None  # no catalogue to check against: let the call decide
+    if "/" in model:
+        provider = model.split("/", 1)[0]
+        if provider not in providers:
+            return (
+                f"unknown provider {provider!r} in model {model!r}; LiteLLM model strings look "
+                "like openai/gpt-4o-mini or anthropic/claude-3-5-sonnet-20241022"
+            )
+        return None
+    if model not in price_map():
+        return (
+            f"LiteLLM cannot tell the provider of {model!r}: write it as provider/model "
+            f"(e.g. openai/{model})"
+        )
+    return None

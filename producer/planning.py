@@ -1,0 +1,77 @@
+"""The plan of a batch: calls per judge, estimated tokens and cost."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from producer.model_catalog import model_prices
+from schemas.batch import BatchConfig
+
+# Characters per token, and the fixed part of every prompt (system message, instructions).
+CHARS_PER_TOKEN = 4
+PROMPT_OVERHEAD_CHARS = 1100
+# A JSON score with one or two sentences of reasoning.
+EXPECTED_COMPLETION_TOKENS = 60
+
+
+@dataclass(frozen=True)
+class JudgePlan:
+    judge: str
+    model: str
+    calls: int
+    prompt_tokens: int
+    completion_tokens: int
+    cost_usd: float | None  # None: the model's price is unknown
+
+
+@dataclass(frozen=True)
+class BatchPlan:
+    n_items: int
+    n_dimensions: int
+    n_cells: int
+    judges: list[JudgePlan]
+
+    @property
+    def calls(self) -> int:
+        return sum(j.calls for j in self.judges)
+
+    @property
+    def cost_usd(self) -> float | None:
+        costs = [j.cost_usd for j in self.judges]
+        return None if any(c is None for c in costs) else sum(c or 0.0 for c in costs)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "n_items": self.n_items,
+            "n_dimensions": self.n_dimensions,
+            "n_cells": self.n_cells,
+            "calls": self.calls,
+            "estimated_cost_usd": self.cost_usd,
+            "judges": [j.__dict__ for j in self.judges],
+        }
+
+
+def plan_batch(config: BatchConfig, n_items: int, item_text_chars: int) -> BatchPlan:
+    dims = config.dimensions
+    n_cells = n_items * len(dims)
+    rubric_chars = sum(len(d.description or "") for d in dims)
+    # Every cell's prompt holds the item once and one dimension's rubric.
+    prompt_chars_all_cells = (
+        len(dims) * (item_text_chars + n_items * PROMPT_OVERHEAD_CHARS) + n_items * rubric_chars
+    )
+    judges = []
+    for judge in config.panel:
+        calls = n_cells * judge.n
+        prompt_tokens = judge.n * prompt_chars_all_cells // CHARS_PER_TOKEN
+        completion_tokens = calls * EXPECTED_COMPLETION_TOKENS
+        prices = (
+            (judge.input_cost_per_token or 0.0, judge.output_cost_per_token or 0.0)
+            if judge.input_cost_per_token is not None or judge.output_cost_per_token is not None
+            else model_prices(judge.model)
+        )
+        cost = None if prices is None else prompt_tokens * prices[0] + completion_tokens * prices[1]
+        judges.append(
+            JudgePlan(judge.name, judge.model, calls, prompt_tokens, completion_tokens, cost)
+        )
+    return BatchPlan(n_items, len(dims), n_cells, judges)

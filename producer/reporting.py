@@ -1,0 +1,229 @@
+"""Writing result records: json, jsonl, csv and the terminal table. Records are streamed, so
+a million-record batch is written without holding it in memory."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import sys
+from collections import Counter, defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import IO, Any
+
+from rich import box
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from producer.planning import BatchPlan
+from schemas.results import Level, Verdict
+from schemas.status import BatchStatus
+
+FORMATS = ("table", "json", "jsonl", "csv")
+_LEVEL_STYLE = {
+    Level.HIGH: "green",
+    Level.MEDIUM: "yellow",
+    Level.PARTIAL: "yellow",
+    Level.LOW: "bold red",
+}
+
+
+@dataclass
+class Summary:
+    """Counts and means over the records, built while they stream past."""
+
+    n_records: int = 0
+    n_passed: int = 0
+    n_failed: int = 0
+    n_flagged: int = 0
+    n_errors: int = 0
+    consensus: Counter[str] = field(default_factory=Counter)
+    _score_totals: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+    _score_counts: Counter[str] = field(default_factory=Counter)
+
+    def add(self, verdict: Verdict) -> Verdict:
+        self.n_records += 1
+        metrics = verdict.consensus_metrics
+        self.n_passed += verdict.passed is True
+        self.n_failed += verdict.passed is False
+        self.n_flagged += metrics.flag_for_review
+        self.n_errors += verdict.error is not None
+        self.consensus[metrics.consensus_level.value if metrics.consensus_level else "NONE"] += 1
+        if metrics.final_score is not None:
+            self._score_totals[verdict.criterion_id] += metrics.final_score
+            self._score_counts[verdict.criterion_id] += 1
+        return verdict
+
+    def as_dict(self, status: BatchStatus | None = None) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "n_records": self.n_records,
+            "n_passed": self.n_passed,
+            "n_failed": self.n_failed,
+            "n_flagged": self.n_flagged,
+            "n_errors": self.n_errors,
+            "consensus": dict(self.consensus),
+            "mean_final_score": {
+                criterion: round(total / self._score_counts[criterion], 4)
+                for criterion, total in self._score_totals.items()
+            },
+        }
+        if status is not None:
+            data.update(
+                n_samples=status.n_samples,
+                n_failed_samples=status.n_failed_samples,
+                cost_usd=round(status.cost_usd, 6),
+            )
+        return data
+
+
+def make_console(stderr: bool = False) -> Console:
+    """A console that is wide enough for the verdict table even when output is piped."""
+    stream = sys.stderr if stderr else sys.stdout
+    width = None if stream.isatty() else int(os.environ.get("COLUMNS") or 160)
+    return Console(stderr=stderr, width=width)
+
+
+def record_json(verdict: Verdict) -> dict[str, Any]:
+    return verdict.model_dump(mode="json")
+
+
+def write_json(out: IO[str], status: BatchStatus, verdicts: Iterable[Verdict]) -> Summary:
+    summary = Summary()
+    out.write(f'{{"batch_id": {json.dumps(status.batch_id)}, ')
+    out.write(f'"status": {json.dumps(status.status.value)}, "results": [')
+    for index, verdict in enumerate(verdicts):
+        out.write(("," if index else "") + "\n  " + json.dumps(record_json(summary.add(verdict))))
+    out.write(f'\n], "summary": {json.dumps(summary.as_dict(status))}}}\n')
+    return summary
+
+
+def write_jsonl(out: IO[str], verdicts: Iterable[Verdict]) -> Summary:
+    summary = Summary()
+    for verdict in verdicts:
+        out.write(json.dumps(record_json(summary.add(verdict))) + "\n")
+    return summary
+
+
+CSV_COLUMNS = [
+    "item_id",
+    "criterion_id",
+    "final_score",
+    "cross_model_std",
+    "consensus_level",
+    "confidence",
+    "flag_for_review",
+    "passed",
+    "threshold",
+    "error",
+]
+
+
+def write_csv(out: IO[str], verdicts: Iterable[Verdict], judges: list[str]) -> Summary:
+    """One row per record; each judge adds its aggregated score, std and failed count."""
+    summary = Summary()
+    writer = csv.writer(out)
+    judge_columns = [f"{j}:{part}" for j in judges for part in ("score", "std", "n_failed")]
+    writer.writerow(CSV_COLUMNS + judge_columns)
+    for verdict in verdicts:
+        summary.add(verdict)
+        m = verdict.consensus_metrics
+        row: list[Any] = [
+            verdict.item_id,
+            verdict.criterion_id,
+            m.final_score,
+            m.cross_model_std,
+            m.consensus_level.value if m.consensus_level else "",
+            m.confidence.value,
+            m.flag_for_review,
+            verdict.passed,
+            verdict.threshold,
+            verdict.error or "",
+        ]
+        for judge in judges:
+            e = verdict.llm_evaluations.get(judge)
+            row += [e.aggregated_score, e.within_model_std, e.n_failed] if e else ["", "", ""]
+        writer.writerow(row)
+    return summary
+
+
+def _score(value: float | None) -> str:
+    return "—" if value is None else f"{value:.2f}"
+
+
+def verdict_table(
+    verdicts: Iterable[Verdict], judges: list[str], title: str
+) -> tuple[Table, Summary]:
+    summary = Summary()
+    table = Table(title=title, box=box.SIMPLE_HEAD, header_style="bold")
+    table.add_column("item", no_wrap=True)
+    table.add_column("criterion", no_wrap=True)
+    for judge in judges:
+        table.add_column(judge.rsplit("/", 1)[-1], justify="right")
+    for name in ("final", "std", "consensus", "confidence", "pass", "flag"):
+        table.add_column(name, justify="right" if name in ("final", "std") else "left")
+    for verdict in verdicts:
+        summary.add(verdict)
+        m = verdict.consensus_metrics
+        cells: list[Text | str] = [verdict.item_id, verdict.criterion_id]
+        for judge in judges:
+            e = verdict.llm_evaluations.get(judge)
+            if e is None or e.aggregated_score is None:
+                cells.append(Text("failed", style="red"))
+            else:
+                cells.append(f"{e.aggregated_score:.2f}±{e.within_model_std or 0:.1f}")
+        level = m.consensus_level
+        cells += [
+            Text(_score(m.final_score), style="bold"),
+            _score(m.cross_model_std),
+            Text(
+                level.value if level else "NONE",
+                style=_LEVEL_STYLE.get(level, "red") if level else "red",
+            ),
+            Text(m.confidence.value, style=_LEVEL_STYLE[m.confidence]),
+            {True: Text("pass", style="green"), False: Text("fail", style="red"), None: Text("—")}[
+                verdict.passed
+            ],
+            Text("⚑ review", style="bold red") if m.flag_for_review else "",
+        ]
+        table.add_row(*cells)
+    return table, summary
+
+
+def print_summary(console: Console, status: BatchStatus, summary: Summary) -> None:
+    consensus = ", ".join(f"{k} {v}" for k, v in sorted(summary.consensus.items()))
+    console.print(
+        f"[bold]{status.name}[/] ({status.batch_id}): {status.status.value}; "
+        f"{summary.n_records} verdicts, {summary.n_passed} passed, {summary.n_failed} failed, "
+        f"[red]{summary.n_flagged} flagged for review[/]; consensus: {consensus or '—'}; "
+        f"{status.n_samples} samples ({status.n_failed_samples} failed), "
+        f"cost ${status.cost_usd:.4f}"
+    )
+
+
+def print_plan(console: Console, name: str, plan: BatchPlan) -> None:
+    table = Table(title=f"{name}: plan (dry run, nothing enqueued)", header_style="bold")
+    for column in ("judge", "model", "calls", "prompt tokens", "completion tokens", "cost USD"):
+        table.add_column(column, justify="left" if column in ("judge", "model") else "right")
+    for j in plan.judges:
+        cost = "unknown price" if j.cost_usd is None else f"{j.cost_usd:.4f}"
+        table.add_row(
+            j.judge,
+            j.model,
+            f"{j.calls:,}",
+            f"~{j.prompt_tokens:,}",
+            f"~{j.completion_tokens:,}",
+            cost,
+        )
+    console.print(table)
+    total = (
+        "unknown (a model is missing from the price map)"
+        if plan.cost_usd is None
+        else (f"~${plan.cost_usd:.4f}")
+    )
+    console.print(
+        f"{plan.n_items:,} items × {plan.n_dimensions} dimensions = {plan.n_cells:,} verdicts; "
+        f"{plan.calls:,} judge calls; estimated cost {total}",
+        highlight=False,
+    )

@@ -1,0 +1,262 @@
+"""The batch file: the judge panel, the dimensions, the aggregation rules and the items.
+
+Everything here is validated before anything is enqueued. Unknown fields are errors (a typo in
+`temprature` must not silently fall back to a default). The judge config of the original plan
+(`judges: [{provider, enabled, n}]`, top-level `temperature`, `consensus_threshold`, …) is
+accepted as-is and mapped onto the same models.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from schemas.criteria import builtin_criterion
+
+# The plan's `provider` names, mapped to the model each one meant there.
+PROVIDER_DEFAULT_MODELS: dict[str, str] = {
+    "openai": "openai/gpt-4o-mini",
+    "gemini": "gemini/gemini-2.0-flash",
+    "anthropic": "anthropic/claude-3-5-sonnet-20241022",
+}
+DEFAULT_TEMPERATURE = 0.8
+MAX_ITEM_ID_CHARS = 200
+MAX_NAME_CHARS = 100
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_NAME = re.compile(r"^[A-Za-z0-9_.:/@+-]+$")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Scale(_Strict):
+    min: float = 1
+    max: float = 5
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Scale:
+        if self.min >= self.max:
+            raise ValueError(f"scale min ({self.min:g}) must be below max ({self.max:g})")
+        return self
+
+    def contains(self, value: float) -> bool:
+        return self.min <= value <= self.max
+
+
+class Dimension(_Strict):
+    """A criterion to judge: built-in (by name) or custom (with a description)."""
+
+    name: str = Field(min_length=1, max_length=MAX_NAME_CHARS)
+    description: str | None = None
+    scale: Scale | None = None
+    threshold: float | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_name(cls, data: Any) -> Any:
+        return {"name": data} if isinstance(data, str) else data
+
+    @model_validator(mode="after")
+    def _resolve(self) -> Dimension:
+        if not _NAME.match(self.name):
+            raise ValueError(f"dimension name {self.name!r} may hold only letters, digits, _.-")
+        builtin = builtin_criterion(self.name)
+        if builtin is None and not self.description:
+            raise ValueError(
+                f"unknown criterion {self.name!r}: it is not built-in, so it needs a description"
+            )
+        # Fill in the built-in defaults so that every stored dimension is self-contained.
+        if builtin is not None:
+            if self.description is None:
+                object.__setattr__(self, "description", builtin.description)
+            if self.scale is None:
+                object.__setattr__(
+                    self, "scale", Scale(min=builtin.scale_min, max=builtin.scale_max)
+                )
+            if self.threshold is None:
+                # The built-in threshold sits at the same relative height on any scale.
+                assert self.scale is not None
+                relative = (builtin.threshold - builtin.scale_min) / (
+                    builtin.scale_max - builtin.scale_min
+                )
+                threshold = self.scale.min + relative * (self.scale.max - self.scale.min)
+                object.__setattr__(self, "threshold", threshold)
+        if self.scale is None:
+            object.__setattr__(self, "scale", Scale())
+        assert self.scale is not None
+        if self.threshold is None:
+            object.__setattr__(self, "threshold", (self.scale.min + self.scale.max) / 2)
+        assert self.threshold is not None
+        if not self.scale.contains(self.threshold):
+            raise ValueError(
+                f"threshold {self.threshold:g} of {self.name!r} lies outside its scale "
+                f"{self.scale.min:g}..{self.scale.max:g}"
+            )
+        return self
+
+    @property
+    def resolved_scale(self) -> Scale:
+        assert self.scale is not None
+        return self.scale
+
+    @property
+    def resolved_threshold(self) -> float:
+        assert self.threshold is not None
+        return self.threshold
+
+
+class Judge(_Strict):
+    """One model on the panel. `name` identifies it in results (defaults to `model`)."""
+
+    model: str = Field(min_length=1, max_length=MAX_NAME_CHARS)
+    name: str = Field(default="", max_length=MAX_NAME_CHARS)
+    n: int = Field(default=3, ge=1, le=100)
+    temperature: float = Field(default=DEFAULT_TEMPERATURE, ge=0, le=2)
+    weight: float = Field(default=1.0, gt=0)
+    enabled: bool = True
+    rpm: int | None = Field(default=None, gt=0)
+    tpm: int | None = Field(default=None, gt=0)
+    max_in_flight: int | None = Field(default=None, gt=0)
+    api_base: str | None = None
+    api_key_env: str | None = None
+    timeout_s: float = Field(default=60.0, gt=0, le=600)
+    max_tokens: int = Field(default=400, ge=16, le=32000)
+    # Prices for models LiteLLM's price map lacks (self-hosted, new, or behind a proxy).
+    input_cost_per_token: float | None = Field(default=None, ge=0)
+    output_cost_per_token: float | None = Field(default=None, ge=0)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_provider(cls, data: Any) -> Any:
+        if isinstance(data, str):
+            return {"model": data}
+        if isinstance(data, dict) and "provider" in data:
+            data = dict(data)
+            provider = data.pop("provider")
+            if "model" not in data:
+                if provider not in PROVIDER_DEFAULT_MODELS:
+                    known = ", ".join(sorted(PROVIDER_DEFAULT_MODELS))
+                    raise ValueError(
+                        f"unknown provider {provider!r} (known: {known}); name a `model` instead"
+                    )
+                data["model"] = PROVIDER_DEFAULT_MODELS[provider]
+        return data
+
+    @model_validator(mode="after")
+    def _check(self) -> Judge:
+        if not self.name:
+            object.__setattr__(self, "name", self.model)
+        if not _NAME.match(self.name):
+            raise ValueError(f"judge name {self.name!r} may hold only letters, digits, _.:/@+-")
+        if self.api_key_env is not None and not _ENV_NAME.match(self.api_key_env):
+            raise ValueError(
+                f"api_key_env must name an environment variable, not hold a key "
+                f"(got a value of {len(self.api_key_env)} characters)"
+            )
+        if self.api_base is not None and not self.api_base.startswith(("http://", "https://")):
+            raise ValueError(f"api_base {self.api_base!r} must be an http(s) URL")
+        return self
+
+
+class Aggregation(_Strict):
+    within_model: Literal["mean", "median"] = "mean"
+    across_models: Literal["mean", "median", "min", "max", "weighted_mean"] = "mean"
+    consensus_threshold: float = Field(default=1.5, gt=0)
+    flag_low_consensus: bool = True
+    report_uncertainty: bool = True
+
+
+class Item(_Strict):
+    id: str = Field(min_length=1, max_length=MAX_ITEM_ID_CHARS)
+    output: str
+    input: str | None = None
+    reference: str | None = None
+    context: str | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    focus_areas: list[str] = Field(default_factory=list)
+    prompt_hint: str | None = None
+
+    @field_validator("id", mode="before")
+    @classmethod
+    def _id_as_text(cls, value: Any) -> Any:
+        # Numeric ids are common in JSONL exports; they mean the same as their text.
+        return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+
+class BatchConfig(_Strict):
+    """The batch file minus its items (which are streamed separately)."""
+
+    name: str = Field(default="batch", min_length=1, max_length=200)
+    judges: list[Judge] = Field(min_length=1)
+    dimensions: list[Dimension] = Field(min_length=1)
+    aggregation: Aggregation = Aggregation()
+    max_item_chars: int = Field(default=1_000_000, gt=0)
+    # Stop taking new judge calls once the recorded cost reaches this many US dollars.
+    max_cost_usd: float | None = Field(default=None, gt=0)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _accept_plan_shape(cls, data: Any) -> Any:
+        """Map the original plan's top-level keys onto judges and aggregation."""
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        temperature = data.pop("temperature", None)
+        if temperature is not None and isinstance(data.get("judges"), list):
+            judges = [{"model": j} if isinstance(j, str) else j for j in data["judges"]]
+            data["judges"] = [
+                {**j, "temperature": j.get("temperature", temperature)}
+                if isinstance(j, dict)
+                else j
+                for j in judges
+            ]
+        moved = {
+            k: data.pop(k)
+            for k in ("consensus_threshold", "flag_low_consensus", "report_uncertainty")
+            if k in data
+        }
+        if moved:
+            aggregation = data.get("aggregation") or {}
+            if isinstance(aggregation, dict):
+                data["aggregation"] = {**moved, **aggregation}
+        return data
+
+    @model_validator(mode="after")
+    def _check_panel(self) -> BatchConfig:
+        names = [j.name for j in self.judges]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(
+                f"judge names must be unique, {dupes} appear twice: give each a distinct `name`"
+            )
+        if not any(j.enabled for j in self.judges):
+            raise ValueError("the panel has no enabled judge")
+        dims = [d.name for d in self.dimensions]
+        dupes = sorted({d for d in dims if dims.count(d) > 1})
+        if dupes:
+            raise ValueError(f"dimension names must be unique, {dupes} appear twice")
+        return self
+
+    @property
+    def panel(self) -> list[Judge]:
+        """The enabled judges, in file order."""
+        return [j for j in self.judges if j.enabled]
+
+    def judge(self, name: str) -> Judge:
+        for j in self.judges:
+            if j.name == name:
+                return j
+        raise KeyError(name)
+
+    def dimension(self, name: str) -> Dimension:
+        for d in self.dimensions:
+            if d.name == name:
+                return d
+        raise KeyError(name)
+
+    @property
+    def samples_per_cell(self) -> int:
+        return sum(j.n for j in self.panel)

@@ -1,0 +1,72 @@
+"""What judging produces: one sample per call, one aggregate per judge, one verdict per cell.
+
+The verdict's JSON form is the result record of DESIGN.md; scripts depend on its shape.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from pydantic import BaseModel, ConfigDict, Field
+
+# Stored text is capped: a judge's reasoning is useful for review, not worth megabytes.
+MAX_REASONING_CHARS = 1000
+
+
+class Level(StrEnum):
+    HIGH = "HIGH"
+    MEDIUM = "MEDIUM"
+    PARTIAL = "PARTIAL"
+    LOW = "LOW"
+
+
+class SampleResult(BaseModel):
+    """The outcome of one (item, dimension, judge, sample) cell: a score or an error."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    judge: str
+    sample: int = Field(ge=0)
+    score: float | None = None
+    error: str | None = None
+    error_kind: str | None = None
+    reasoning: str | None = None
+    attempts: int = 1
+    latency_ms: float = 0.0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.score is not None
+
+
+class JudgeEvaluation(BaseModel):
+    """One judge's N samples of one cell, aggregated within the model."""
+
+    samples: list[float]
+    aggregated_score: float | None
+    within_model_std: float | None
+    n_failed: int = 0
+
+
+class ConsensusMetrics(BaseModel):
+    final_score: float | None
+    cross_model_std: float | None
+    consensus_level: Level | None
+    confidence: Level
+    flag_for_review: bool
+
+
+class Verdict(BaseModel):
+    """The result record of one (item, dimension)."""
+
+    item_id: str
+    criterion_id: str
+    llm_evaluations: dict[str, JudgeEvaluation]
+    consensus_metrics: ConsensusMetrics
+    passed: bool | None
+    threshold: float
+    error: str | None = None
+    flag_reasons: list[str] = Field(default_factory=list)

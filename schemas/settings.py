@@ -1,0 +1,118 @@
+"""The environment contract (DESIGN.md), read when a process starts, never at import."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+
+from pydantic import BaseModel, Field
+
+DEFAULT_BROKER_URL = "redis://127.0.0.1:6379/0"
+DEFAULT_DATABASE_URL = "sqlite:///jury.db"
+
+
+# Settings field -> environment variable (DESIGN.md's contract, plus tuning knobs).
+_ENV_NAMES: dict[str, str] = {
+    "broker_url": "JURY_BROKER_URL",
+    "database_url": "JURY_DATABASE_URL",
+    "queue": "JURY_QUEUE",
+    "visibility_timeout_s": "JURY_VISIBILITY_TIMEOUT",
+    "restore_interval_s": "JURY_RESTORE_INTERVAL",
+    "sweep_interval_s": "JURY_SWEEP_INTERVAL",
+    "result_expires_s": "JURY_RESULT_EXPIRES",
+    "worker_concurrency": "JURY_WORKER_CONCURRENCY",
+    "worker_pool": "JURY_WORKER_POOL",
+    "max_attempts": "JURY_MAX_ATTEMPTS",
+    "rate_horizon_s": "JURY_RATE_HORIZON",
+    "rate_margin": "JURY_RATE_MARGIN",
+    "lanes": "JURY_LANES",
+    "retry_base_delay_s": "JURY_RETRY_BASE_DELAY",
+    "retry_max_delay_s": "JURY_RETRY_MAX_DELAY",
+}
+
+
+def lane_queue(queue: str, panel_position: int, lanes: int) -> str:
+    """The queue of the judge at `panel_position`: its lane among `lanes`."""
+    return f"{queue}.lane{panel_position % lanes}"
+
+
+class Settings(BaseModel):
+    broker_url: str = DEFAULT_BROKER_URL
+    database_url: str = DEFAULT_DATABASE_URL
+    # Queue name: lets several jury deployments (or test runs) share one Redis.
+    queue: str = Field(default="jury", pattern=r"^[A-Za-z0-9_.:-]+$")
+    # Seconds a task may stay unacknowledged before Redis hands it to another worker.
+    visibility_timeout_s: int = Field(default=3600, gt=0)
+    # How often each worker scans for the unacknowledged tasks of dead workers (kombu's
+    # restore sweep). A dead worker's tasks come back after visibility_timeout_s plus at most
+    # this long.
+    restore_interval_s: int = Field(default=10, gt=0)
+    # How often one worker (elected through a Redis lock) finalizes cells whose samples are all
+    # stored but whose verdict is missing.
+    sweep_interval_s: float = Field(default=30.0, gt=0)
+    result_expires_s: int = Field(default=86_400, gt=0)
+    # Threads per worker: LLM calls wait on the network (and rate-limit slots up to the
+    # horizon), so many threads cost little.
+    worker_concurrency: int = Field(default=64, gt=0)
+    worker_pool: str = "threads"
+    max_attempts: int = Field(default=4, gt=0)
+    # A judge call whose rate-limit slot is at most this far ahead waits for it in its thread;
+    # further ahead, the task is retried later instead of holding the thread.
+    rate_horizon_s: float = Field(default=3.0, gt=0)
+    # Calls are spaced this fraction wider than a judge's rpm/tpm (see worker.ratelimit).
+    rate_margin: float = Field(default=0.01, ge=0, lt=1)
+    # Judge tasks are spread over this many queues (lanes) by panel position, so that a slow
+    # or tightly limited model does not hold up the others.
+    lanes: int = Field(default=8, ge=1, le=64)
+    retry_base_delay_s: float = Field(default=1.0, ge=0)
+    retry_max_delay_s: float = Field(default=30.0, ge=0)
+
+    @property
+    def all_queues(self) -> list[str]:
+        return [self.queue, *(lane_queue(self.queue, n, self.lanes) for n in range(self.lanes))]
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
+        env = os.environ if env is None else env
+        return cls.model_validate({f: env[v] for f, v in _ENV_NAMES.items() if env.get(v)})
+
+    def to_env(self) -> dict[str, str]:
+        """The JURY_* variables that make another process (a worker) read these settings."""
+        return {name: str(getattr(self, field)) for field, name in _ENV_NAMES.items()}
+
+    def celery_config(self) -> dict[str, object]:
+        """Celery settings both sides must agree on (producer and worker build their own app)."""
+        transport = {"visibility_timeout": self.visibility_timeout_s}
+        # JSON bodies stored as-is, not base64: a third less Redis memory per queued task.
+        broker_transport = {
+            **transport,
+            "body_encoding": None,
+            "unacked_restore_interval": self.restore_interval_s,
+            "unacked_restore_throttle": 1,
+        }
+        return {
+            "broker_url": self.broker_url,
+            "result_backend": self.broker_url,
+            "task_serializer": "json",
+            "result_serializer": "json",
+            "accept_content": ["json"],
+            "task_default_queue": self.queue,
+            "task_acks_late": True,
+            "task_reject_on_worker_lost": True,
+            "worker_prefetch_multiplier": 1,
+            "broker_transport_options": broker_transport,
+            "result_backend_transport_options": transport,
+            "result_expires": self.result_expires_s,
+            "broker_connection_retry_on_startup": True,
+            # A publish during a Redis restart waits for it (about 20 s) instead of failing.
+            "task_publish_retry": True,
+            "task_publish_retry_policy": {
+                "max_retries": 12,
+                "interval_start": 0.2,
+                "interval_step": 0.5,
+                "interval_max": 3.0,
+            },
+            "worker_hijack_root_logger": False,
+            # Ours: the producer routes judge tasks to `{queue}.lane{panel position % lanes}`.
+            "jury_lanes": self.lanes,
+        }

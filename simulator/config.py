@@ -1,0 +1,183 @@
+"""Simulator settings: one frozen dataclass, buildable in code or from command-line options."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+ANSWER_FORMATS: tuple[str, ...] = ("json", "fenced", "tag", "plain")
+
+
+@dataclass(frozen=True)
+class SimulatorConfig:
+    """Everything the server needs; the defaults give a fast, well-behaved judge."""
+
+    host: str = "127.0.0.1"
+    port: int = 8011  # 0 asks the OS for a free port (reported through ready_file).
+    seed: int = 0
+    latency_ms: float = 0.0  # Median of a lognormal latency; 0 means answer immediately.
+    latency_sigma: float = 0.3
+    rpm: int = 0  # Requests per minute per model; 0 means unlimited.
+    model_rpm: Mapping[str, int] = field(default_factory=dict)
+    error_rate: float = 0.0
+    garbage_rate: float = 0.0
+    timeout_rate: float = 0.0
+    hang_seconds: float = 30.0
+    # The quota is enforced over this window: rpm × window / 60 requests per window. 60 s is
+    # a plain per-minute limit; providers often quantize (e.g. per second), which punishes
+    # bursts that a per-minute window lets through.
+    rate_window_s: float = 60.0
+    down: frozenset[str] = frozenset()
+    formats: tuple[str, ...] = ("json",)
+    ready_file: str | None = None
+
+    def __post_init__(self) -> None:
+        # Freeze the mapping too, so a config shared between handlers cannot drift.
+        object.__setattr__(self, "model_rpm", MappingProxyType(dict(self.model_rpm)))
+        object.__setattr__(self, "down", frozenset(self.down))
+        object.__setattr__(self, "formats", tuple(self.formats))
+        self._validate()
+
+    def _validate(self) -> None:
+        if not 0 <= self.port <= 65535:
+            raise ValueError(f"port must be in 0..65535, got {self.port}")
+        if self.latency_ms < 0 or self.latency_sigma < 0:
+            raise ValueError("latency_ms and latency_sigma must be >= 0")
+        if self.hang_seconds < 0:
+            raise ValueError("hang_seconds must be >= 0")
+        if not 0 < self.rate_window_s <= 60:
+            raise ValueError("rate_window_s must be in (0, 60]")
+        if self.rpm < 0 or any(limit < 0 for limit in self.model_rpm.values()):
+            raise ValueError("rpm limits must be >= 0")
+        for name in ("error_rate", "garbage_rate", "timeout_rate"):
+            rate = getattr(self, name)
+            if not 0.0 <= rate <= 1.0:
+                raise ValueError(f"{name} must be a probability in [0, 1], got {rate}")
+        if not self.formats:
+            raise ValueError("formats must name at least one answer format")
+        unknown = [fmt for fmt in self.formats if fmt not in ANSWER_FORMATS]
+        if unknown:
+            raise ValueError(f"unknown answer formats {unknown}; choose from {ANSWER_FORMATS}")
+
+    def rpm_for(self, model: str, persona: str) -> int:
+        """The limit for a model: its full name wins over its persona, then the global limit."""
+        if model in self.model_rpm:
+            return self.model_rpm[model]
+        if persona in self.model_rpm:
+            return self.model_rpm[persona]
+        return self.rpm
+
+    def is_down(self, model: str, persona: str) -> bool:
+        return model in self.down or persona in self.down
+
+
+def _probability(text: str) -> float:
+    value = float(text)
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"expected a probability in [0, 1], got {text}")
+    return value
+
+
+def _non_negative_float(text: str) -> float:
+    value = float(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text}")
+    return value
+
+
+def _non_negative_int(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text}")
+    return value
+
+
+def _model_limit(text: str) -> tuple[str, int]:
+    name, sep, limit = text.rpartition("=")
+    if not sep or not name:
+        raise argparse.ArgumentTypeError(f"expected NAME=N, got {text!r}")
+    return name, _non_negative_int(limit)
+
+
+def _formats(text: str) -> tuple[str, ...]:
+    chosen = tuple(part.strip() for part in text.split(",") if part.strip())
+    unknown = [fmt for fmt in chosen if fmt not in ANSWER_FORMATS]
+    if not chosen or unknown:
+        raise argparse.ArgumentTypeError(
+            f"expected a comma list from {','.join(ANSWER_FORMATS)}, got {text!r}"
+        )
+    return chosen
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m simulator",
+        description="OpenAI-compatible fake judge server with personas, latency and faults.",
+    )
+    add = parser.add_argument
+    add("--host", default="127.0.0.1", help="interface to listen on (default 127.0.0.1)")
+    add("--port", type=int, default=8011, help="port to listen on; 0 picks a free one")
+    add("--seed", type=int, default=0, help="seed for latent quality and noise (default 0)")
+    add("--latency-ms", type=_non_negative_float, default=0.0, help="median latency in ms")
+    add("--latency-sigma", type=_non_negative_float, default=0.3, help="lognormal sigma")
+    add("--rpm", type=_non_negative_int, default=0, help="requests/minute per model, 0 = no limit")
+    add(
+        "--model-rpm",
+        type=_model_limit,
+        action="append",
+        default=[],
+        metavar="NAME=N",
+        help="per-model limit; NAME is a full model name or a persona (repeatable)",
+    )
+    add("--error-rate", type=_probability, default=0.0, help="probability of a 500/502/503")
+    add("--garbage-rate", type=_probability, default=0.0, help="probability of unparseable text")
+    add("--timeout-rate", type=_probability, default=0.0, help="probability of hanging first")
+    add("--hang-seconds", type=_non_negative_float, default=30.0, help="how long a hang lasts")
+    add(
+        "--rate-window",
+        type=float,
+        default=60.0,
+        help="seconds over which rpm is enforced, as rpm*window/60 requests (default 60)",
+    )
+    add(
+        "--down",
+        action="append",
+        default=[],
+        metavar="MODEL",
+        help="model name or persona that always answers 503 (repeatable)",
+    )
+    add(
+        "--formats",
+        type=_formats,
+        default=("json",),
+        help="comma list of answer formats to pick from: json,fenced,tag,plain (default json)",
+    )
+    add("--ready-file", default=None, metavar="PATH", help="write the bound port here once up")
+    return parser
+
+
+def parse_config(argv: Sequence[str] | None = None) -> SimulatorConfig:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return SimulatorConfig(
+            host=args.host,
+            port=args.port,
+            seed=args.seed,
+            latency_ms=args.latency_ms,
+            latency_sigma=args.latency_sigma,
+            rpm=args.rpm,
+            model_rpm=dict(args.model_rpm),
+            error_rate=args.error_rate,
+            garbage_rate=args.garbage_rate,
+            timeout_rate=args.timeout_rate,
+            hang_seconds=args.hang_seconds,
+            rate_window_s=args.rate_window,
+            down=frozenset(args.down),
+            formats=args.formats,
+            ready_file=args.ready_file,
+        )
+    except ValueError as exc:
+        parser.error(str(exc))

@@ -1,0 +1,43 @@
+"""Answer counters per model, served at GET /stats so tests and benchmarks can see faults."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+# Events that are not HTTP statuses but still worth counting; always listed, even at zero.
+GARBAGE = "garbage"
+TIMEOUT = "timeout"
+
+
+class AnswerStats:
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._started = clock()
+        self._per_model: dict[str, Counter[str]] = {}
+        self._total = 0
+
+    def _counter(self, model: str) -> Counter[str]:
+        return self._per_model.setdefault(model, Counter({GARBAGE: 0, TIMEOUT: 0}))
+
+    def record_status(self, model: str, status: int) -> None:
+        """Count one answer sent for `model` with this HTTP status."""
+        self._counter(model)[str(status)] += 1
+        self._total += 1
+
+    def record_event(self, model: str, event: str) -> None:
+        """Count a fault (garbage or timeout) on top of the answer's status."""
+        self._counter(model)[event] += 1
+
+    def reset(self) -> None:
+        self._per_model.clear()
+        self._total = 0
+
+    def snapshot(self) -> dict[str, Any]:
+        return {
+            "models": {model: dict(counts) for model, counts in sorted(self._per_model.items())},
+            "total": self._total,
+            "uptime_s": round(self._clock() - self._started, 3),
+        }

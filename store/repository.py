@@ -1,0 +1,183 @@
+"""Batch-level storage: batches, their items and their progress. Schemas in, schemas out."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+
+from sqlalchemy import select, update
+from sqlalchemy.orm import Session
+
+from schemas.batch import BatchConfig, Item
+from schemas.errors import UnknownBatchError
+from schemas.status import BatchState, BatchStatus
+from store.engine import write_transaction
+from store.models import BatchRow, ItemRow, utcnow
+from store.sql import Sessions, insert_ignoring_duplicates
+
+
+def create_batch(sessions: Sessions, batch_id: str, config: BatchConfig, source: str) -> None:
+    with write_transaction(sessions) as session:
+        session.add(
+            BatchRow(
+                id=batch_id,
+                name=config.name,
+                config=config.model_dump(mode="json"),
+                status=BatchState.SUBMITTING.value,
+                source=source,
+            )
+        )
+
+
+def add_items(sessions: Sessions, batch_id: str, items: Iterable[tuple[int, Item]]) -> int:
+    """Record items (position, item); re-adding the same ids changes nothing."""
+    rows = [
+        {
+            "batch_id": batch_id,
+            "item_id": item.id,
+            "position": position,
+            "payload": item.model_dump(mode="json", exclude_defaults=True),
+        }
+        for position, item in items
+    ]
+    with write_transaction(sessions) as session:
+        return insert_ignoring_duplicates(session, ItemRow, rows)
+
+
+def start_batch(sessions: Sessions, batch_id: str, n_items: int, n_dimensions: int) -> None:
+    """Submission done: fix the totals that progress is measured against."""
+    with write_transaction(sessions) as session:
+        row = batch_row(session, batch_id, lock=True)
+        config = BatchConfig.model_validate(row.config)
+        row.n_items = n_items
+        row.n_cells = n_items * n_dimensions
+        row.n_samples_expected = row.n_cells * config.samples_per_cell
+        if row.status == BatchState.SUBMITTING.value:
+            row.status = BatchState.RUNNING.value
+        # A batch whose verdicts all arrived while it was still being submitted is done now.
+        if row.n_verdicts >= row.n_cells and row.status == BatchState.RUNNING.value:
+            row.status = BatchState.COMPLETED.value
+            row.finished_at = utcnow()
+
+
+def set_batch_state(
+    sessions: Sessions, batch_id: str, state: BatchState, error: str | None = None
+) -> None:
+    with write_transaction(sessions) as session:
+        row = batch_row(session, batch_id, lock=True)
+        row.status = state.value
+        row.error = error
+        if state.finished:
+            row.finished_at = utcnow()
+
+
+def batch_row(session: Session, batch_id: str, lock: bool = False) -> BatchRow:
+    # `lock` (FOR UPDATE on PostgreSQL) orders this read after concurrent verdict counters.
+    row = session.get(BatchRow, batch_id, with_for_update=lock)
+    if row is None:
+        raise UnknownBatchError(f"no batch {batch_id!r} in this database")
+    return row
+
+
+def load_config(sessions: Sessions, batch_id: str) -> BatchConfig:
+    with sessions() as session:
+        return BatchConfig.model_validate(batch_row(session, batch_id).config)
+
+
+def load_item(sessions: Sessions, batch_id: str, item_id: str) -> Item:
+    with sessions() as session:
+        row = session.get(ItemRow, (batch_id, item_id))
+        if row is None:
+            raise UnknownBatchError(f"no item {item_id!r} in batch {batch_id!r}")
+        return Item.model_validate(row.payload)
+
+
+def item_positions(sessions: Sessions, batch_id: str, item_ids: list[str]) -> dict[str, int]:
+    with sessions() as session:
+        rows = session.execute(
+            select(ItemRow.item_id, ItemRow.position).where(
+                ItemRow.batch_id == batch_id, ItemRow.item_id.in_(item_ids)
+            )
+        )
+        return {item_id: position for item_id, position in rows}
+
+
+def batch_status(sessions: Sessions, batch_id: str) -> BatchStatus:
+    with sessions() as session:
+        row = batch_row(session, batch_id)
+        return BatchStatus(
+            batch_id=row.id,
+            name=row.name,
+            status=BatchState(row.status),
+            n_items=row.n_items,
+            n_cells=row.n_cells,
+            n_samples_expected=row.n_samples_expected,
+            n_verdicts=row.n_verdicts,
+            n_samples=row.n_samples,
+            n_failed_samples=row.n_failed_samples,
+            n_flagged=row.n_flagged,
+            cost_usd=row.cost_usd,
+            error=row.error,
+            created_at=row.created_at,
+            finished_at=row.finished_at,
+        )
+
+
+def batch_state(sessions: Sessions, batch_id: str) -> BatchState:
+    with sessions() as session:
+        state = session.scalar(select(BatchRow.status).where(BatchRow.id == batch_id))
+    if state is None:
+        raise UnknownBatchError(f"no batch {batch_id!r} in this database")
+    return BatchState(state)
+
+
+def running_batches(sessions: Sessions) -> list[str]:
+    with sessions() as session:
+        return list(
+            session.scalars(select(BatchRow.id).where(BatchRow.status == BatchState.RUNNING.value))
+        )
+
+
+def iter_item_ids(sessions: Sessions, batch_id: str, chunk: int = 500) -> Iterator[list[str]]:
+    """The batch's item ids in submission order, a chunk at a time."""
+    last = -1
+    while True:
+        with sessions() as session:
+            rows = list(
+                session.execute(
+                    select(ItemRow.position, ItemRow.item_id)
+                    .where(ItemRow.batch_id == batch_id, ItemRow.position > last)
+                    .order_by(ItemRow.position)
+                    .limit(chunk)
+                )
+            )
+        if not rows:
+            return
+        yield [item_id for _, item_id in rows]
+        last = rows[-1][0]
+
+
+def reopen_batch(sessions: Sessions, batch_id: str) -> None:
+    """Back to running (after `jury resume`), whatever state it ended in."""
+    with write_transaction(sessions) as session:
+        row = batch_row(session, batch_id, lock=True)
+        row.status = BatchState.RUNNING.value
+        row.error = None
+        row.finished_at = None
+
+
+def stop_running_batch(sessions: Sessions, batch_id: str, reason: str) -> bool:
+    """RUNNING → STOPPED (budget reached); False if the batch was not running."""
+    with write_transaction(sessions) as session:
+        result = session.execute(
+            update(BatchRow)
+            .where(BatchRow.id == batch_id, BatchRow.status == BatchState.RUNNING.value)
+            .values(status=BatchState.STOPPED.value, error=reason, finished_at=utcnow())
+            .returning(BatchRow.id)
+        )
+        return result.first() is not None
+
+
+def set_max_cost(sessions: Sessions, batch_id: str, max_cost_usd: float) -> None:
+    with write_transaction(sessions) as session:
+        row = batch_row(session, batch_id, lock=True)
+        row.config = {**row.config, "max_cost_usd": max_cost_usd}

@@ -1,0 +1,198 @@
+"""Real services for the tests: Redis (the machine's, on a database of our own, or an embedded
+one), PostgreSQL (a fresh database per run), the simulator, and `python -m worker` processes."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+import redis
+import sqlalchemy
+
+from producer.publishing import create_producer_app
+from producer.services import (
+    ManagedProcess,
+    redis_answers,
+    start_embedded_redis,
+    start_simulator,
+    start_worker,
+    wait_for,
+)
+from schemas.settings import Settings
+from store.engine import dispose_all
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+ROOT = Path(__file__).resolve().parent.parent
+# A Redis database number of our own on a shared server; flushed before and after the run.
+TEST_REDIS_DB = int(os.environ.get("JURY_TEST_REDIS_DB", "11"))
+PG_ADMIN_URL = os.environ.get(
+    "JURY_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
+)
+# Personas the tests use; `balanced@broken` answers 503 to everything.
+SIMULATOR_SEED = 11
+SIMULATOR_OPTIONS = ["--seed", str(SIMULATOR_SEED), "--down", "balanced@broken"]
+IN_CI = os.environ.get("CI", "").lower() == "true"
+
+
+@pytest.fixture(scope="session")
+def logs_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("logs")
+
+
+@pytest.fixture(scope="session")
+def redis_url(logs_dir: Path) -> Iterator[str]:
+    shared = f"redis://127.0.0.1:6379/{TEST_REDIS_DB}"
+    if redis_answers(shared):
+        client = redis.Redis.from_url(shared)
+        client.flushdb()
+        yield shared
+        client.flushdb()
+        client.close()
+        return
+    embedded = start_embedded_redis(logs_dir)
+    yield embedded.url
+    embedded.stop()
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> Iterator[str]:
+    """A fresh database on the local PostgreSQL; skipped where none answers, except in CI."""
+    try:
+        admin = sqlalchemy.create_engine(PG_ADMIN_URL, isolation_level="AUTOCOMMIT")
+        with admin.connect() as connection:
+            name = f"jury_test_{secrets.token_hex(4)}"
+            connection.exec_driver_sql(f"CREATE DATABASE {name}")
+    except Exception as exc:
+        if IN_CI:
+            pytest.fail(f"PostgreSQL is required in CI but {PG_ADMIN_URL} failed: {exc}")
+        pytest.skip(f"no PostgreSQL at {PG_ADMIN_URL}: {exc}")
+    yield PG_ADMIN_URL.rsplit("/", 1)[0] + f"/{name}"
+    dispose_all()
+    with admin.connect() as connection:
+        connection.exec_driver_sql(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+    admin.dispose()
+
+
+@pytest.fixture(scope="session")
+def simulator(logs_dir: Path) -> Iterator[ManagedProcess]:
+    process = start_simulator(logs_dir, SIMULATOR_OPTIONS)
+    yield process
+    process.stop()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'jury.db'}"
+    url: str = request.getfixturevalue("postgres_url")
+    return url
+
+
+def settings_for(redis_url: str, database_url: str, queue: str | None = None) -> Settings:
+    return Settings(
+        broker_url=redis_url,
+        database_url=database_url,
+        queue=queue or f"jury-test-{secrets.token_hex(4)}",
+        retry_base_delay_s=0.05,
+        retry_max_delay_s=0.2,
+        worker_concurrency=8,
+        sweep_interval_s=1.0,
+        restore_interval_s=1,
+    )
+
+
+def worker_env(settings: Settings, **extra: str) -> dict[str, str]:
+    return {**os.environ, **settings.to_env(), "PYTHONPATH": str(ROOT), **extra}
+
+
+WorkerStarter = Callable[..., list[ManagedProcess]]
+
+
+def launch_workers(
+    logs_dir: Path, settings: Settings, count: int = 1, **extra_env: str
+) -> list[ManagedProcess]:
+    """Start `count` real `python -m worker` processes at once; wait until all answer a ping."""
+    app = create_producer_app(settings)
+    nodes = [f"jury-test-{secrets.token_hex(4)}@localhost" for _ in range(count)]
+    env = worker_env(settings, **extra_env)
+    processes = [start_worker(logs_dir, env, node) for node in nodes]
+
+    def ready() -> bool:
+        if not all(p.alive() for p in processes):
+            raise AssertionError("a worker died:\n" + "\n".join(p.log_tail() for p in processes))
+        return len(app.control.ping(destination=nodes, timeout=0.5)) == count
+
+    try:
+        wait_for(ready, 60, f"{count} workers", poll=0.2)
+    except BaseException:
+        stop_workers(processes)
+        raise
+    return processes
+
+
+def stop_workers(processes: list[ManagedProcess]) -> None:
+    # Idle test workers have nothing to finish: SIGTERM them all, SIGKILL stragglers at 3 s.
+    for process in processes:
+        if process.alive():
+            process.process.terminate()
+    for process in processes:
+        process.stop(grace=3)
+        if process.process.returncode not in (0, -15, -9):
+            sys.stderr.write(f"--- {process.name} log ---\n{process.log_tail(60)}\n")
+
+
+@pytest.fixture
+def start_workers(logs_dir: Path) -> Iterator[WorkerStarter]:
+    """Start workers with Settings of the test's own; all are stopped at teardown."""
+    started: list[ManagedProcess] = []
+
+    def start(settings: Settings, count: int = 1, **extra_env: str) -> list[ManagedProcess]:
+        processes = launch_workers(logs_dir, settings, count, **extra_env)
+        started.extend(processes)
+        return processes
+
+    yield start
+    stop_workers(started)
+
+
+@pytest.fixture(scope="session")
+def sqlite_workers(
+    redis_url: str, logs_dir: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Settings]:
+    """Two workers on one SQLite database, shared by the tests that need nothing special."""
+    folder = tmp_path_factory.mktemp("shared-sqlite")
+    settings = settings_for(redis_url, f"sqlite:///{folder / 'jury.db'}")
+    processes = launch_workers(logs_dir, settings, count=2)
+    yield settings
+    stop_workers(processes)
+
+
+@pytest.fixture(scope="session")
+def postgresql_workers(redis_url: str, logs_dir: Path, postgres_url: str) -> Iterator[Settings]:
+    settings = settings_for(redis_url, postgres_url)
+    processes = launch_workers(logs_dir, settings, count=2)
+    yield settings
+    stop_workers(processes)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def running_workers(request: pytest.FixtureRequest) -> Settings:
+    """Shared workers on SQLite, then on PostgreSQL."""
+    settings: Settings = request.getfixturevalue(f"{request.param}_workers")
+    return settings
+
+
+def queued_messages(settings: Settings, *, drain: bool = False) -> list[bytes]:
+    """Every message waiting in the deployment's queues (the base queue and its lanes)."""
+    client = redis.Redis.from_url(settings.broker_url)
+    try:
+        messages = [m for q in settings.all_queues for m in client.lrange(q, 0, -1)]
+        if drain:
+            client.delete(*settings.all_queues)
+        return messages
+    finally:
+        client.close()

@@ -1,0 +1,142 @@
+"""The store on SQLite and PostgreSQL (idempotent writes, progress counters), the messages on
+the wire (references, not item text), and the embedded Redis."""
+
+from __future__ import annotations
+
+import json
+import secrets
+from pathlib import Path
+
+import pytest
+
+from producer.loading import load_batch
+from producer.publishing import create_producer_app, publish_cells
+from producer.services import redis_answers, start_embedded_redis
+from producer.submission import submit_batch
+from schemas.batch import BatchConfig, Item
+from schemas.results import SampleResult
+from schemas.status import BatchState
+from schemas.tasks import CellRef
+from store.cells import iter_verdicts, list_samples, save_cell
+from store.engine import session_factory
+from store.repository import add_items, batch_status, create_batch, start_batch
+from tests.conftest import queued_messages, settings_for
+from worker.aggregation import build_verdict
+
+CONFIG = BatchConfig.model_validate(
+    {
+        "name": "store-test",
+        "judges": [{"model": "openai/a", "n": 2}, {"model": "openai/b", "n": 1}],
+        "dimensions": ["relevance", "accuracy"],
+    }
+)
+
+
+def _samples(item: str) -> list[SampleResult]:
+    return [
+        SampleResult(judge="openai/a", sample=0, score=4, cost_usd=0.01),
+        SampleResult(judge="openai/a", sample=1, score=5, cost_usd=0.01),
+        SampleResult(judge="openai/b", sample=0, error="boom", error_kind="server_error"),
+    ]
+
+
+def test_save_cell_is_idempotent_and_completes_the_batch(database_url: str) -> None:
+    sessions = session_factory(database_url)
+    batch_id = f"b-{secrets.token_hex(4)}"
+    create_batch(sessions, batch_id, CONFIG, "inline")
+    items = [Item(id="x", output="o"), Item(id="y", output="p")]
+    assert add_items(sessions, batch_id, enumerate(items)) == 2
+    assert add_items(sessions, batch_id, enumerate(items)) == 0  # re-adding changes nothing
+    start_batch(sessions, batch_id, n_items=2, n_dimensions=2)
+
+    cells = [CellRef(batch_id, i.id, d.name) for i in items for d in CONFIG.dimensions]
+    for position, cell in enumerate(cells):
+        dimension = CONFIG.dimension(cell.dimension)
+        samples = _samples(cell.item_id)
+        verdict = build_verdict(cell.item_id, dimension, CONFIG.panel, samples, CONFIG.aggregation)
+        positions = (position // 2, position % 2)
+        assert save_cell(sessions, cell, samples, verdict, positions) is True
+        # A second run of the same callback (a duplicate delivery) changes nothing.
+        assert save_cell(sessions, cell, samples, verdict, positions) is False
+
+    status = batch_status(sessions, batch_id)
+    assert status.status == BatchState.COMPLETED and status.finished_at is not None
+    assert (status.n_verdicts, status.n_samples, status.n_failed_samples) == (4, 12, 4)
+    assert status.cost_usd == pytest.approx(0.08)
+    assert status.n_flagged == 4  # judge b produced no score anywhere
+
+    verdicts = list(iter_verdicts(sessions, batch_id, chunk=3))  # several chunks
+    assert [(v.item_id, v.criterion_id) for v in verdicts] == [
+        (c.item_id, c.dimension) for c in cells
+    ]
+    assert verdicts[0].llm_evaluations["openai/a"].samples == [4, 5]
+    stored = list_samples(sessions, cells[0])
+    assert [(s.judge, s.sample, s.score, s.error) for s in stored] == [
+        ("openai/a", 0, 4, None),
+        ("openai/a", 1, 5, None),
+        ("openai/b", 0, None, "boom"),
+    ]
+
+
+def test_messages_carry_references_not_item_text(tmp_path: Path, redis_url: str) -> None:
+    """The queued message is the same size for a 200 KB item as for a 10-byte one."""
+    settings = settings_for(redis_url, f"sqlite:///{tmp_path / 'jury.db'}")
+    big, small = "x" * 200_000, "tiny item"
+    items = tmp_path / "items.jsonl"
+    items.write_text(
+        json.dumps({"id": "big", "output": big})
+        + "\n"
+        + json.dumps({"id": "sml", "output": small})
+        + "\n"
+    )
+    batch = tmp_path / "batch.yaml"
+    batch.write_text(
+        "name: wire\njudges: [{model: openai/balanced, n: 1}]\n"
+        "dimensions: [relevance]\nitems: items.jsonl\n"
+    )
+    app = create_producer_app(settings)
+    submit_batch(load_batch(batch), session_factory(settings.database_url), app)
+    messages = queued_messages(settings, drain=True)
+    sizes = {json.loads(json.loads(m)["body"])[0][1]: len(m) for m in messages}
+    assert set(sizes) == {"big", "sml"}
+    assert abs(sizes["big"] - sizes["sml"]) <= 8  # only the random task ids may differ
+    assert all(big[:100].encode() not in m for m in messages)
+    # Celery's envelope with the chord callback embedded; far from the item size.
+    assert max(sizes.values()) < 1600, sizes
+    print(f"queued message sizes in bytes: {sizes}")
+
+
+def test_publish_sends_one_task_per_sample(tmp_path: Path, redis_url: str) -> None:
+    settings = settings_for(redis_url, f"sqlite:///{tmp_path / 'jury.db'}")
+    app = create_producer_app(settings)
+    sent = publish_cells(app, "b1", CONFIG, ["i1", "i2"])
+    messages = [json.loads(m) for m in queued_messages(settings, drain=True)]
+    bodies = [json.loads(m["body"]) for m in messages]
+    # Each judge of the panel has a lane (queue) of its own.
+    lanes = {
+        (b[0][3], m["properties"]["delivery_info"]["routing_key"])
+        for b, m in zip(bodies, messages, strict=True)
+    }
+    assert lanes == {
+        ("openai/a", f"{settings.queue}.lane0"),
+        ("openai/b", f"{settings.queue}.lane1"),
+    }
+    assert sent == len(bodies) == 2 * 2 * 3
+    cells = sorted(tuple(body[0]) for body in bodies)
+    assert cells == sorted(
+        ("b1", i, d, j, s)
+        for i in ("i1", "i2")
+        for d in ("relevance", "accuracy")
+        for j, n in (("openai/a", 2), ("openai/b", 1))
+        for s in range(n)
+    )
+    assert all(body[2]["chord"]["task"] == "jury.aggregate_cell" for body in bodies)
+
+
+def test_embedded_redis_starts_and_stops(tmp_path: Path) -> None:
+    server = start_embedded_redis(tmp_path)
+    try:
+        assert redis_answers(server.url)
+    finally:
+        server.stop()
+    assert not server.alive() and not redis_answers(server.url)

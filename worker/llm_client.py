@@ -1,0 +1,167 @@
+"""The one place that knows LiteLLM: one chat completion, its cost, and its errors mapped onto
+ours. LiteLLM's and the OpenAI SDK's own retries are off: the retry policy is jury's alone.
+
+Importing this module imports litellm (~2 s, ~160 MiB), so only worker processes do, once.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import time
+from dataclasses import dataclass
+from typing import Any
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # never fetch prices at import
+
+import litellm
+from litellm import exceptions as llm_errors
+
+from schemas.batch import Judge
+from schemas.errors import PermanentJudgeError, TransientJudgeError
+
+litellm.suppress_debug_info = True
+litellm.telemetry = False
+# LiteLLM logs every call at INFO; a worker doing thousands a minute keeps only its warnings.
+for _name in ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy", "httpx"):
+    logging.getLogger(_name).setLevel(logging.WARNING)
+
+# Local OpenAI-compatible servers (vLLM, Ollama, the simulator) ignore the key but the OpenAI
+# SDK insists on one.
+PLACEHOLDER_KEY = "no-key-needed"
+
+
+@dataclass(frozen=True)
+class LLMReply:
+    text: str
+    prompt_tokens: int
+    completion_tokens: int
+    cost_usd: float
+    latency_ms: float
+
+
+@functools.lru_cache(maxsize=256)
+def supports_json_mode(model: str) -> bool:
+    try:
+        params = litellm.get_supported_openai_params(model=model) or []
+    except Exception:
+        return False
+    return "response_format" in params
+
+
+def resolve_api_key(judge: Judge) -> str | None:
+    """The judge's key, read from the environment at call time; it goes nowhere else."""
+    if judge.api_key_env:
+        key = os.environ.get(judge.api_key_env)
+        if not key:
+            raise PermanentJudgeError(
+                f"environment variable {judge.api_key_env} (api_key_env of judge {judge.name}) "
+                "is not set on this worker",
+                kind="missing_key",
+            )
+        return key
+    if judge.api_base and judge.model.startswith("openai/"):
+        return os.environ.get("OPENAI_API_KEY") or PLACEHOLDER_KEY
+    return None  # LiteLLM reads the provider's usual variable
+
+
+def _retry_after(exc: Exception) -> float | None:
+    """Seconds the provider asked us to wait. LiteLLM keeps the provider's headers in
+    `litellm_response_headers`; its rebuilt `response` may carry none."""
+    sources: tuple[Any, ...] = (
+        getattr(exc, "litellm_response_headers", None),
+        getattr(getattr(exc, "response", None), "headers", None),
+        getattr(exc, "headers", None),
+    )
+    for headers in sources:
+        if not hasattr(headers, "get") or headers.get("retry-after") is None:
+            continue
+        value = headers.get("retry-after")
+        try:
+            return max(0.0, float(value))
+        except ValueError:
+            continue  # an HTTP date; rare from LLM providers, and backoff still applies
+    return None
+
+
+def _redact(text: str, secret: str | None) -> str:
+    return text.replace(secret, "***") if secret and len(secret) >= 6 else text
+
+
+def classify_error(exc: Exception, secret: str | None = None) -> Exception:
+    """Map a LiteLLM/OpenAI exception onto jury's transient/permanent errors."""
+    message = _redact(f"{type(exc).__name__}: {exc}", secret)[:500]
+    if isinstance(exc, llm_errors.RateLimitError):
+        return TransientJudgeError(message, kind="rate_limited", retry_after=_retry_after(exc))
+    if isinstance(exc, llm_errors.Timeout):
+        return TransientJudgeError(message, kind="timeout")
+    if isinstance(exc, llm_errors.APIConnectionError):
+        return TransientJudgeError(message, kind="connection")
+    if isinstance(
+        exc,
+        llm_errors.InternalServerError
+        | llm_errors.ServiceUnavailableError
+        | llm_errors.BadGatewayError,
+    ):
+        return TransientJudgeError(message, kind="server_error")
+    if isinstance(exc, llm_errors.AuthenticationError | llm_errors.PermissionDeniedError):
+        return PermanentJudgeError(message, kind="auth")
+    if isinstance(exc, llm_errors.NotFoundError):
+        return PermanentJudgeError(message, kind="not_found")
+    if isinstance(exc, llm_errors.BadRequestError | llm_errors.UnprocessableEntityError):
+        return PermanentJudgeError(message, kind="bad_request")
+    status = getattr(exc, "status_code", None)
+    if isinstance(status, int) and 400 <= status < 500 and status not in (408, 409, 429):
+        return PermanentJudgeError(message, kind="bad_request")
+    return TransientJudgeError(message, kind="provider_error")
+
+
+def _cost(judge: Judge, prompt_tokens: int, completion_tokens: int, response: Any) -> float:
+    """The judge's own prices when the batch gives them, else LiteLLM's price map."""
+    if judge.input_cost_per_token is not None or judge.output_cost_per_token is not None:
+        return prompt_tokens * (judge.input_cost_per_token or 0.0) + completion_tokens * (
+            judge.output_cost_per_token or 0.0
+        )
+    try:
+        return float(litellm.completion_cost(completion_response=response) or 0.0)
+    except Exception:
+        return 0.0  # a model missing from the price map (e.g. the simulator) costs nothing known
+
+
+def complete(judge: Judge, messages: list[dict[str, str]]) -> LLMReply:
+    """One chat completion for one judge; raises TransientJudgeError/PermanentJudgeError."""
+    api_key = resolve_api_key(judge)
+    kwargs: dict[str, Any] = {
+        "model": judge.model,
+        "messages": messages,
+        "temperature": judge.temperature,
+        "max_tokens": judge.max_tokens,
+        "timeout": judge.timeout_s,
+        "num_retries": 0,
+        "max_retries": 0,
+    }
+    if supports_json_mode(judge.model):
+        kwargs["response_format"] = {"type": "json_object"}
+    if judge.api_base:
+        kwargs["api_base"] = judge.api_base
+    if api_key:
+        kwargs["api_key"] = api_key
+    started = time.perf_counter()
+    try:
+        response = litellm.completion(**kwargs)
+    except Exception as exc:
+        raise classify_error(exc, api_key) from None
+    latency_ms = (time.perf_counter() - started) * 1000
+    usage = getattr(response, "usage", None)
+    choice = response.choices[0] if response.choices else None
+    text = getattr(getattr(choice, "message", None), "content", None) or ""
+    prompt_tokens = int(getattr(usage, "prompt_tokens", 0) or 0)
+    completion_tokens = int(getattr(usage, "completion_tokens", 0) or 0)
+    return LLMReply(
+        text=text,
+        prompt_tokens=prompt_tokens,
+        completion_tokens=completion_tokens,
+        cost_usd=_cost(judge, prompt_tokens, completion_tokens, response),
+        latency_ms=latency_ms,
+    )

@@ -1,0 +1,66 @@
+"""The sweeper: finalizes cells whose samples are all stored but whose verdict is missing.
+
+That happens when a chord callback fired early (a duplicate delivery) and gave up waiting, or
+was lost (a worker died holding it, Redis lost it). Every worker runs a sweeper thread; a
+Redis lock lets one of them sweep per interval, cluster-wide.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+from collections.abc import Callable
+
+import redis
+
+from schemas.settings import Settings
+from store.cells import complete_cells_without_verdict
+from store.repository import running_batches
+from worker.runtime import CellIncomplete, WorkerRuntime
+
+log = logging.getLogger("jury.sweeper")
+
+
+def sweep_once(runtime: WorkerRuntime) -> int:
+    """Finalize every complete cell without a verdict in the running batches; returns how many."""
+    finalized = 0
+    for batch_id in running_batches(runtime.sessions):
+        config = runtime.config(batch_id)
+        while cells := complete_cells_without_verdict(
+            runtime.sessions, batch_id, config.samples_per_cell
+        ):
+            for cell in cells:
+                try:
+                    runtime.finalize(cell)
+                    finalized += 1
+                except CellIncomplete:
+                    log.warning("sweeper: %s has samples of judges outside the panel", cell)
+                    return finalized
+    if finalized:
+        log.info("sweeper finalized %d cells", finalized)
+    return finalized
+
+
+class SweeperThread(threading.Thread):
+    def __init__(self, settings: Settings, runtime: Callable[[], WorkerRuntime]) -> None:
+        super().__init__(name="jury-sweeper", daemon=True)
+        self.settings = settings
+        self.runtime = runtime
+        self.stopped = threading.Event()
+        self.lock_key = f"jury:sweeper:{settings.queue}"
+        self.node = f"{socket.gethostname()}:{id(self)}"
+
+    def run(self) -> None:
+        client = redis.Redis.from_url(self.settings.broker_url, socket_timeout=10)
+        interval = self.settings.sweep_interval_s
+        while not self.stopped.wait(interval):
+            try:
+                # Held for one interval: at most one sweep per interval across the cluster.
+                if client.set(self.lock_key, self.node, nx=True, px=int(interval * 1000)):
+                    sweep_once(self.runtime())
+            except Exception:
+                log.exception("sweep failed; trying again in %.0f s", interval)
+
+    def stop(self) -> None:
+        self.stopped.set()
