@@ -18,6 +18,7 @@ _ENV_NAMES: dict[str, str] = {
     "queue": "JURY_QUEUE",
     "visibility_timeout_s": "JURY_VISIBILITY_TIMEOUT",
     "restore_interval_s": "JURY_RESTORE_INTERVAL",
+    "restore_lock_timeout_s": "JURY_RESTORE_LOCK_TIMEOUT",
     "sweep_interval_s": "JURY_SWEEP_INTERVAL",
     "result_expires_s": "JURY_RESULT_EXPIRES",
     "worker_concurrency": "JURY_WORKER_CONCURRENCY",
@@ -47,6 +48,9 @@ class Settings(BaseModel):
     # restore sweep). A dead worker's tasks come back after visibility_timeout_s plus at most
     # this long.
     restore_interval_s: int = Field(default=10, gt=0)
+    # The restore sweep runs under one Redis lock per database. A worker killed while holding
+    # it blocks every restore until the lock expires (kombu's default: 300 s), so ours is short.
+    restore_lock_timeout_s: int = Field(default=30, gt=0)
     # How often one worker (elected through a Redis lock) finalizes cells whose samples are all
     # stored but whose verdict is missing.
     sweep_interval_s: float = Field(default=30.0, gt=0)
@@ -89,6 +93,7 @@ class Settings(BaseModel):
             "body_encoding": None,
             "unacked_restore_interval": self.restore_interval_s,
             "unacked_restore_throttle": 1,
+            "unacked_mutex_expire": self.restore_lock_timeout_s,
         }
         return {
             "broker_url": self.broker_url,

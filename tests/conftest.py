@@ -102,6 +102,7 @@ def settings_for(redis_url: str, database_url: str, queue: str | None = None) ->
         worker_concurrency=8,
         sweep_interval_s=1.0,
         restore_interval_s=1,
+        restore_lock_timeout_s=3,
     )
 
 

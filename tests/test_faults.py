@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+import redis
 from celery import chord
 from sqlalchemy import func, select
 
@@ -116,6 +117,15 @@ def test_killed_worker_loses_nothing(
 
         batch_id = submit_batch(load_batch(batch), sessions, create_producer_app(settings))
         wait_for(lambda: batch_status(sessions, batch_id).n_verdicts >= 2, 60, "first verdicts")
+        if pool == "threads":
+            # The worst moment to die: holding the lock of kombu's restore sweep. Until that
+            # lock expires (restore_lock_timeout_s; kombu's own default is 300 s) no worker
+            # restores anything.
+            with create_producer_app(settings).connection_for_read() as connection:
+                expire = connection.default_channel.unacked_mutex_expire
+            assert expire == settings.restore_lock_timeout_s
+            lock = redis.Redis.from_url(redis_url).lock("unacked_mutex", timeout=expire)
+            wait_for(lambda: lock.acquire(blocking=False), 10, "kombu's restore lock")
         killed_at = time.monotonic()
         target = victim.process.pid if pool == "threads" else _a_child_of(victim.process.pid)
         os.kill(target, signal.SIGKILL)
