@@ -118,6 +118,10 @@ class Settings(BaseModel):
                 "interval_max": 3.0,
             },
             "worker_hijack_root_logger": False,
+            # Task events, for Flower (`jury flower`): workers report each task's progress and
+            # a producer that publishes through Celery reports what it sent.
+            "worker_send_task_events": True,
+            "task_send_sent_event": True,
             # Ours: the producer routes judge tasks to `{queue}.lane{panel position % lanes}`.
             "jury_lanes": self.lanes,
         }
