@@ -161,9 +161,17 @@ class Judge(_Strict):
         return self
 
 
+WithinModelMethod = Literal["mean", "median"]
+# `majority_vote` decides pass/fail by the judges' votes (each judge's own score against the
+# threshold, weighted by its `weight`); its final_score is the weighted mean, for reading.
+AcrossModelsMethod = Literal["mean", "median", "min", "max", "weighted_mean", "majority_vote"]
+
+
 class Aggregation(_Strict):
-    within_model: Literal["mean", "median"] = "mean"
-    across_models: Literal["mean", "median", "min", "max", "weighted_mean"] = "mean"
+    """How a cell's samples become a verdict: within each judge, then across the judges."""
+
+    within_model: WithinModelMethod = "mean"
+    across_models: AcrossModelsMethod = "mean"
     consensus_threshold: float = Field(default=1.5, gt=0)
     flag_low_consensus: bool = True
     report_uncertainty: bool = True

@@ -1,14 +1,16 @@
 """Two-stage aggregation and consensus: pure functions, no Celery, no I/O.
 
 Stage 1 aggregates each judge's N samples of a cell (mean or median); stage 2 aggregates the
-judges that produced at least one score (mean, median, min, max or weighted mean). Spread is
-the sample standard deviation (ddof=1); a single value has spread 0.
+judges that produced at least one score (mean, median, min, max, weighted mean, or a majority
+vote on pass/fail). Spread is the sample standard deviation (ddof=1); a single value has
+spread 0.
 """
 
 from __future__ import annotations
 
 import statistics
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from schemas.batch import Aggregation, Dimension, Judge
 from schemas.results import ConsensusMetrics, JudgeEvaluation, Level, SampleResult, Verdict
@@ -53,10 +55,38 @@ def aggregate_across_models(
         return min(values)
     if method == "max":
         return max(values)
-    if method == "weighted_mean":
+    # A majority vote decides pass/fail elsewhere (`majority_vote`); its score, for reading, is
+    # the weighted mean, so that a judge's weight counts the same in the score and the vote.
+    if method in ("weighted_mean", "majority_vote"):
         total = sum(weights.get(j, 1.0) for j in scores)
         return sum(s * weights.get(j, 1.0) for j, s in scores.items()) / total
     return statistics.fmean(values)
+
+
+@dataclass(frozen=True)
+class PassFailVote:
+    """The judges' pass/fail votes on one cell, each weighted by the judge's `weight`."""
+
+    pass_weight: float
+    fail_weight: float
+
+    @property
+    def tied(self) -> bool:
+        return self.pass_weight == self.fail_weight
+
+    @property
+    def passed(self) -> bool:
+        # A tie is not a majority: the cell fails (and is flagged) rather than pass by default.
+        return self.pass_weight > self.fail_weight
+
+
+def majority_vote(
+    scores: dict[str, float], weights: dict[str, float], threshold: float
+) -> PassFailVote:
+    """Each scoring judge votes pass when its own score reaches the threshold."""
+    pass_weight = sum(weights.get(j, 1.0) for j, s in scores.items() if s >= threshold)
+    fail_weight = sum(weights.get(j, 1.0) for j, s in scores.items() if s < threshold)
+    return PassFailVote(pass_weight=pass_weight, fail_weight=fail_weight)
 
 
 def consensus_level(cross_model_std: float, threshold: float) -> Level:
@@ -160,6 +190,15 @@ def build_verdict(
             0,
             f"low consensus: cross-model std {cross_std:.2f} > {aggregation.consensus_threshold:g}",
         )
+    passed = final >= threshold
+    vote_tied = False
+    if aggregation.across_models == "majority_vote":
+        vote = majority_vote(scored, weights, threshold)
+        passed, vote_tied = vote.passed, vote.tied
+        if vote_tied:
+            reasons.append(
+                f"pass/fail vote tied ({vote.pass_weight:g} pass, {vote.fail_weight:g} fail)"
+            )
     within = [e.within_model_std for e in evaluations.values() if e.within_model_std is not None]
     noisy = bool(within) and statistics.fmean(within) > aggregation.consensus_threshold
     degraded = any(e.n_failed for e in evaluations.values())
@@ -169,9 +208,11 @@ def build_verdict(
         cross_model_std=cross_std,
         consensus_level=consensus,
         confidence=confidence_level(consensus, len(scored), degraded, noisy),
-        # Degraded records (a failed sample, a dropped judge) and low consensus go to review.
+        # Degraded records (a failed sample, a dropped judge), a tied vote and low consensus go
+        # to review.
         flag_for_review=degraded
         or dropped_judge
+        or vote_tied
         or (consensus == Level.LOW and aggregation.flag_low_consensus),
     )
     return Verdict(
@@ -179,7 +220,7 @@ def build_verdict(
         criterion_id=dimension.name,
         llm_evaluations=evaluations,
         consensus_metrics=metrics,
-        passed=final >= threshold,
+        passed=passed,
         threshold=threshold,
         flag_reasons=reasons,
     )
