@@ -18,6 +18,7 @@ from rich.table import Table
 from rich.text import Text
 
 from producer.planning import BatchPlan
+from schemas.agreement import Agreement, AgreementAccumulator, AgreementReport
 from schemas.results import Level, Verdict
 from schemas.status import BatchStatus
 
@@ -32,7 +33,7 @@ _LEVEL_STYLE = {
 
 @dataclass
 class Summary:
-    """Counts and means over the records, built while they stream past."""
+    """Counts, means and the judges' agreement over the records, built while they stream past."""
 
     n_records: int = 0
     n_passed: int = 0
@@ -42,8 +43,10 @@ class Summary:
     consensus: Counter[str] = field(default_factory=Counter)
     _score_totals: dict[str, float] = field(default_factory=lambda: defaultdict(float))
     _score_counts: Counter[str] = field(default_factory=Counter)
+    _agreement: AgreementAccumulator = field(default_factory=AgreementAccumulator)
 
     def add(self, verdict: Verdict) -> Verdict:
+        self._agreement.add(verdict)
         self.n_records += 1
         metrics = verdict.consensus_metrics
         self.n_passed += verdict.passed is True
@@ -55,6 +58,9 @@ class Summary:
             self._score_totals[verdict.criterion_id] += metrics.final_score
             self._score_counts[verdict.criterion_id] += 1
         return verdict
+
+    def agreement(self) -> AgreementReport:
+        return self._agreement.report()
 
     def as_dict(self, status: BatchStatus | None = None) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -68,6 +74,7 @@ class Summary:
                 criterion: round(total / self._score_counts[criterion], 4)
                 for criterion, total in self._score_totals.items()
             },
+            "agreement": self.agreement().model_dump(mode="json"),
         }
         if status is not None:
             data.update(
@@ -192,6 +199,8 @@ def verdict_table(
 
 
 def print_summary(console: Console, status: BatchStatus, summary: Summary) -> None:
+    if summary.n_records:
+        print_agreement(console, summary.agreement())
     consensus = ", ".join(f"{k} {v}" for k, v in sorted(summary.consensus.items()))
     console.print(
         f"[bold]{status.name}[/] ({status.batch_id}): {status.status.value}; "
@@ -200,6 +209,58 @@ def print_summary(console: Console, status: BatchStatus, summary: Summary) -> No
         f"{status.n_samples} samples ({status.n_failed_samples} failed), "
         f"cost ${status.cost_usd:.4f}"
     )
+
+
+def _short(judge: str) -> str:
+    return judge.rsplit("/", 1)[-1]
+
+
+def _spearman_text(agreement: Agreement) -> str:
+    pairs = [p for p in agreement.spearman if p.spearman is not None]
+    if not pairs:
+        return "—"
+    if len(pairs) == 1:
+        return f"{pairs[0].spearman:.2f}"
+    mean = sum(p.spearman or 0 for p in pairs) / len(pairs)
+    low = min(pairs, key=lambda p: p.spearman or 0)
+    return f"{mean:.2f} mean; lowest {_short(low.judge_a)}~{_short(low.judge_b)} {low.spearman:.2f}"
+
+
+def agreement_table(report: AgreementReport) -> tuple[Table, list[str]]:
+    """The agreement statistics, one row per dimension and one for all cells, and the notes
+    that say why a statistic is undefined."""
+    table = Table(title="agreement between judges", box=box.SIMPLE_HEAD, header_style="bold")
+    for column in ("criterion", "items", "α interval", "α ordinal", "Spearman", "bias"):
+        table.add_column(column, justify="right" if column.startswith(("items", "α")) else "left")
+    table.add_column("within-model share", justify="right")
+    notes: list[str] = []
+    rows = [*report.dimensions.items(), ("all cells", report.overall)]
+    for name, agreement in rows:
+        if agreement.alpha_note:
+            notes.append(f"{name}: α undefined, {agreement.alpha_note}")
+        share = agreement.within_model_variance_share
+        table.add_row(
+            Text(name, style="bold" if name == "all cells" else ""),
+            str(agreement.n_items),
+            _score(agreement.alpha_interval),
+            _score(agreement.alpha_ordinal),
+            _spearman_text(agreement),
+            ", ".join(
+                f"{_short(b.judge)} {b.mean_offset:+.2f}"
+                for b in agreement.bias
+                if b.mean_offset is not None
+            )
+            or "—",
+            "—" if share is None else f"{share:.0%}",
+        )
+    return table, notes
+
+
+def print_agreement(console: Console, report: AgreementReport) -> None:
+    table, notes = agreement_table(report)
+    console.print(table)
+    for note in notes:
+        console.print(f"[dim]{note}[/]", highlight=False)
 
 
 def print_plan(console: Console, name: str, plan: BatchPlan) -> None:

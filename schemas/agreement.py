@@ -1,0 +1,293 @@
+"""How far the judges of a panel agree: pure statistics over result records (stdlib only).
+
+For each dimension, and over the whole batch (every (item, dimension) cell a unit):
+
+- **Krippendorff's alpha**, interval and ordinal. Units are items, coders are judges, a judge's
+  value is its within-model aggregated score. A judge that failed on an item is a missing
+  value; items with fewer than two scores are not pairable and left out, as alpha prescribes.
+  1 is perfect agreement, 0 agreement at chance, below 0 systematic disagreement.
+- **Spearman's rank correlation** for each pair of judges, over the items both scored: do they
+  order the items alike, whatever their offsets?
+- **Bias**: each judge's mean offset from the panel, i.e. its score minus the plain mean of the
+  judges that scored the item, over items scored by two judges or more.
+- **Within-model variance share**: of the spread of sample scores inside each cell, the share
+  that lies within judges (a judge disagreeing with itself from sample to sample) rather than
+  between them. High: more samples per judge steady the verdict; low: the judges differ in
+  earnest, and more or other judges would.
+
+Everything is accumulated one record at a time (`AgreementAccumulator.add`), so results are
+streamed: alpha, bias and the variance share keep a few numbers per distinct score value and
+per judge; Spearman keeps one float per (item, judge) in a compact array.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from array import array
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from itertools import combinations
+from typing import Literal
+
+from pydantic import BaseModel
+
+from schemas.results import JudgeEvaluation, Verdict
+
+AlphaLevel = Literal["interval", "ordinal"]
+_MISSING = math.nan
+# Scores equal up to float noise (13/3 summed in another order) are one value for alpha.
+_VALUE_DIGITS = 9
+
+
+class PairCorrelation(BaseModel):
+    judge_a: str
+    judge_b: str
+    spearman: float | None  # None: fewer than two shared items, or one side constant
+    n_items: int
+
+
+class JudgeBias(BaseModel):
+    judge: str
+    mean_offset: float | None  # None: never scored an item beside another judge
+    n_items: int
+
+
+class Agreement(BaseModel):
+    """Agreement statistics over one dimension, or over the whole batch."""
+
+    judges: list[str]
+    n_items: int  # items (cells, overall) scored by two judges or more
+    alpha_interval: float | None
+    alpha_ordinal: float | None
+    alpha_note: str | None = None  # why alpha is undefined, when it is
+    spearman: list[PairCorrelation]
+    bias: list[JudgeBias]
+    within_model_variance_share: float | None
+
+
+class AgreementReport(BaseModel):
+    overall: Agreement
+    dimensions: dict[str, Agreement]
+
+
+class Coincidences:
+    """Krippendorff's coincidence matrix, filled one unit at a time."""
+
+    def __init__(self) -> None:
+        self.pairs: defaultdict[tuple[float, float], float] = defaultdict(float)
+        self.value_counts: Counter[float] = Counter()
+
+    def add_unit(self, values: Iterable[float | None]) -> None:
+        present = Counter(
+            round(v, _VALUE_DIGITS) + 0.0 for v in values if v is not None and not math.isnan(v)
+        )
+        m = sum(present.values())
+        if m < 2:
+            return  # not pairable: a lone value says nothing about agreement
+        for c, n_c in present.items():
+            self.value_counts[c] += n_c
+            for k, n_k in present.items():
+                self.pairs[(c, k)] += n_c * (n_k - (c == k)) / (m - 1)
+
+    def alpha(self, level: AlphaLevel) -> tuple[float | None, str | None]:
+        """(alpha, None), or (None, why it is undefined)."""
+        n = sum(self.value_counts.values())
+        if n == 0:
+            return None, "no item was scored by two judges or more"
+        if len(self.value_counts) < 2:
+            return None, "every score is the same, so there is no disagreement to expect"
+        position = _ordinal_positions(self.value_counts) if level == "ordinal" else _identity
+        observed = sum(w * (position(c) - position(k)) ** 2 for (c, k), w in self.pairs.items())
+        # Σ_c Σ_k n_c n_k δ²(c, k) = 2n Σ_c n_c (x_c - mean)², for δ a difference of positions.
+        mean = sum(n_c * position(c) for c, n_c in self.value_counts.items()) / n
+        spread = sum(n_c * (position(c) - mean) ** 2 for c, n_c in self.value_counts.items())
+        expected = 2 * n * spread
+        return 1.0 - (n - 1) * observed / expected, None
+
+
+def _identity(value: float) -> float:
+    return value
+
+
+def _ordinal_positions(counts: Mapping[float, int]) -> Callable[[float], float]:
+    """Ordinal distance as a difference of positions.
+
+    Krippendorff's δ(c, k) = Σ_{g=c..k} n_g - (n_c + n_k)/2 equals M_k - M_c for the midrank
+    M_g = Σ_{h<g} n_h + n_g/2, so ordinal alpha is interval alpha on midranks.
+    """
+    midrank: dict[float, float] = {}
+    below = 0
+    for value in sorted(counts):
+        midrank[value] = below + counts[value] / 2
+        below += counts[value]
+    return midrank.__getitem__
+
+
+def krippendorff_alpha(
+    units: Iterable[Sequence[float | None]], level: AlphaLevel = "interval"
+) -> float | None:
+    """Alpha of a reliability table: one row per unit, one value (or None) per coder."""
+    coincidences = Coincidences()
+    for unit in units:
+        coincidences.add_unit(unit)
+    return coincidences.alpha(level)[0]
+
+
+def _ranks(values: Sequence[float]) -> list[float]:
+    """1-based ranks, ties sharing their average rank."""
+    order = sorted(range(len(values)), key=values.__getitem__)
+    ranks = [0.0] * len(values)
+    start = 0
+    while start < len(order):
+        end = start
+        while end + 1 < len(order) and values[order[end + 1]] == values[order[start]]:
+            end += 1
+        for position in range(start, end + 1):
+            ranks[order[position]] = (start + end) / 2 + 1
+        start = end + 1
+    return ranks
+
+
+def spearman(xs: Sequence[float], ys: Sequence[float]) -> float | None:
+    """Spearman's rho (Pearson's r of the ranks); None when undefined."""
+    if len(xs) != len(ys):
+        raise ValueError("spearman needs two sequences of the same length")
+    if len(xs) < 2:
+        return None
+    rx, ry = _ranks(xs), _ranks(ys)
+    mx, my = statistics.fmean(rx), statistics.fmean(ry)
+    sxy = sum((a - mx) * (b - my) for a, b in zip(rx, ry, strict=True))
+    sxx = sum((a - mx) ** 2 for a in rx)
+    syy = sum((b - my) ** 2 for b in ry)
+    if sxx == 0 or syy == 0:
+        return None  # a judge that gives every item the same score ranks nothing
+    return sxy / math.sqrt(sxx * syy)
+
+
+class _Scope:
+    """The running state for one dimension, or for the whole batch."""
+
+    def __init__(self) -> None:
+        self.judges: dict[str, int] = {}
+        self.columns: list[array[float]] = []  # per judge, one score per unit (NaN: none)
+        self.n_units = 0
+        self.n_pairable = 0
+        self.coincidences = Coincidences()
+        self.offset_sums: list[float] = []
+        self.offset_counts: list[int] = []
+        self.ss_within = 0.0
+        self.ss_between = 0.0
+
+    def _column(self, judge: str) -> int:
+        if judge not in self.judges:
+            self.judges[judge] = len(self.columns)
+            self.columns.append(array("d", [_MISSING]) * self.n_units)
+            self.offset_sums.append(0.0)
+            self.offset_counts.append(0)
+        return self.judges[judge]
+
+    def add(self, evaluations: Mapping[str, JudgeEvaluation]) -> None:
+        scores: dict[int, float] = {}
+        for judge, evaluation in evaluations.items():
+            column = self._column(judge)
+            if evaluation.aggregated_score is not None:
+                scores[column] = evaluation.aggregated_score
+        for column, values in enumerate(self.columns):
+            values.append(scores.get(column, _MISSING))
+        self.n_units += 1
+        if len(scores) < 2:
+            return
+        self.n_pairable += 1
+        self.coincidences.add_unit(list(scores.values()))
+        panel_mean = statistics.fmean(scores.values())
+        for column, score in scores.items():
+            self.offset_sums[column] += score - panel_mean
+            self.offset_counts[column] += 1
+        self._add_variance(
+            [e.samples for e in evaluations.values() if e.aggregated_score is not None]
+        )
+
+    def _add_variance(self, samples_per_judge: list[list[float]]) -> None:
+        """One-way decomposition of the cell's sample scores: within vs between judges."""
+        pooled = [x for samples in samples_per_judge for x in samples]
+        if len(pooled) < 2:
+            return
+        grand_mean = statistics.fmean(pooled)
+        for samples in samples_per_judge:
+            if not samples:
+                continue
+            judge_mean = statistics.fmean(samples)
+            self.ss_within += sum((x - judge_mean) ** 2 for x in samples)
+            self.ss_between += len(samples) * (judge_mean - grand_mean) ** 2
+
+    def report(self) -> Agreement:
+        names = list(self.judges)
+        if len(names) < 2:
+            interval = ordinal = None
+            note: str | None = f"alpha needs two judges or more; this panel has {len(names)}"
+        else:
+            interval, note = self.coincidences.alpha("interval")
+            ordinal, _ = self.coincidences.alpha("ordinal")
+        total_ss = self.ss_within + self.ss_between
+        return Agreement(
+            judges=names,
+            n_items=self.n_pairable,
+            alpha_interval=interval,
+            alpha_ordinal=ordinal,
+            alpha_note=note,
+            spearman=[self._correlation(a, b) for a, b in combinations(names, 2)],
+            bias=[
+                JudgeBias(
+                    judge=name,
+                    mean_offset=(
+                        self.offset_sums[column] / self.offset_counts[column]
+                        if self.offset_counts[column]
+                        else None
+                    ),
+                    n_items=self.offset_counts[column],
+                )
+                for name, column in self.judges.items()
+            ],
+            within_model_variance_share=self.ss_within / total_ss if total_ss > 0 else None,
+        )
+
+    def _correlation(self, judge_a: str, judge_b: str) -> PairCorrelation:
+        xs: list[float] = []
+        ys: list[float] = []
+        for x, y in zip(
+            self.columns[self.judges[judge_a]], self.columns[self.judges[judge_b]], strict=True
+        ):
+            if not (math.isnan(x) or math.isnan(y)):
+                xs.append(x)
+                ys.append(y)
+        return PairCorrelation(
+            judge_a=judge_a, judge_b=judge_b, spearman=spearman(xs, ys), n_items=len(xs)
+        )
+
+
+class AgreementAccumulator:
+    """Agreement statistics built while result records stream past."""
+
+    def __init__(self) -> None:
+        self._overall = _Scope()
+        self._dimensions: dict[str, _Scope] = {}
+
+    def add(self, verdict: Verdict) -> Verdict:
+        self._overall.add(verdict.llm_evaluations)
+        self._dimensions.setdefault(verdict.criterion_id, _Scope()).add(verdict.llm_evaluations)
+        return verdict
+
+    def report(self) -> AgreementReport:
+        return AgreementReport(
+            overall=self._overall.report(),
+            dimensions={name: scope.report() for name, scope in self._dimensions.items()},
+        )
+
+
+def batch_agreement(verdicts: Iterable[Verdict]) -> AgreementReport:
+    """The agreement statistics of a batch's result records, per dimension and overall."""
+    accumulator = AgreementAccumulator()
+    for verdict in verdicts:
+        accumulator.add(verdict)
+    return accumulator.report()
