@@ -17,13 +17,20 @@ from typing import Any, NoReturn, TypeVar
 import click
 from rich.console import Console
 
-from producer.following import follow_batch, print_verdicts
+from producer.following import (
+    Display,
+    follow_batch,
+    print_progress,
+    print_verdicts,
+    snapshot,
+    status_json,
+)
 from producer.loading import load_batch
 from producer.planning import plan_batch
 from producer.reporting import FORMATS, make_console, print_plan, write_csv, write_json, write_jsonl
 from schemas.errors import JuryError
 from schemas.settings import Settings
-from schemas.status import BatchState
+from schemas.status import BatchState, BatchStatus
 from store.cells import iter_verdicts
 from store.engine import session_factory
 from store.repository import batch_status, load_config
@@ -72,7 +79,13 @@ def jury() -> None:
 @click.option("--batch-id", help="Use this id instead of a generated one.")
 @click.option("--dry-run", is_flag=True, help="Validate and print the plan; enqueue nothing.")
 @click.option("--timeout", type=float, help="With --wait: give up after this many seconds.")
-@click.option("--json", "as_json", is_flag=True, help="With --dry-run: print the plan as JSON.")
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print JSON: the plan with --dry-run; progress, one object per line, with --wait.",
+)
+@click.option("--quiet", "-q", is_flag=True, help="Print only the batch id (and errors).")
 @user_errors
 def submit(
     file: Path,
@@ -81,6 +94,7 @@ def submit(
     dry_run: bool,
     timeout: float | None,
     as_json: bool,
+    quiet: bool,
 ) -> None:
     """Validate FILE, record it and enqueue one task per (item, dimension, judge, sample)."""
     source = load_batch(file)
@@ -99,44 +113,61 @@ def submit(
     check_broker(settings)
     sessions = session_factory(settings.database_url)
     batch_id = submit_batch(source, sessions, create_producer_app(settings), batch_id)
-    console.print(
-        f"submitted {source.stats.count} items × {len(source.config.dimensions)} dimensions × "
-        f"{source.config.samples_per_cell} samples",
-        highlight=False,
-    )
+    display = _display(quiet, as_json)
+    if display == Display.BAR:
+        console.print(
+            f"submitted {source.stats.count} items × {len(source.config.dimensions)} dimensions"
+            f" × {source.config.samples_per_cell} samples",
+            highlight=False,
+        )
     code = 0
     if wait:
-        status = follow_batch(sessions, batch_id, console, timeout)
-        if status is None:
-            console.print(f"[yellow]still running after {timeout:g} s[/]")
-            code = EXIT_TIMEOUT
-        elif status.status != BatchState.COMPLETED:
-            console.print(f"[red]batch {status.status.value}[/]: {status.error or ''}")
-            code = EXIT_FAILED
-        else:
+        status = follow_batch(sessions, batch_id, console, timeout, display)
+        code = _finished(status, timeout)
+        if code == 0 and display == Display.BAR:
             print_verdicts(sessions, batch_id, console)
     click.echo(batch_id)
     sys.exit(code)
 
 
+def _display(quiet: bool, as_json: bool) -> Display:
+    return Display.QUIET if quiet else Display.JSON if as_json else Display.BAR
+
+
+def _finished(status: BatchStatus | None, timeout: float | None) -> int:
+    """The exit code of a followed batch; says on stderr why it is not 0."""
+    errors = Console(stderr=True, soft_wrap=True)
+    if status is None:
+        errors.print(f"[yellow]still running after {timeout or 0:g} s[/]")
+        return EXIT_TIMEOUT
+    if status.status != BatchState.COMPLETED:
+        errors.print(f"[red]batch {status.status.value}[/]: {status.error or ''}", highlight=False)
+        return EXIT_FAILED
+    return 0
+
+
 @jury.command()
 @click.argument("batch_id")
 @click.option("--json", "as_json", is_flag=True, help="Print the status as JSON.")
+@click.option("--watch", "-w", is_flag=True, help="Follow progress until the batch finishes.")
+@click.option("--timeout", type=float, help="With --watch: give up after this many seconds.")
+@click.option("--quiet", "-q", is_flag=True, help="With --watch: print nothing, just wait.")
 @user_errors
-def status(batch_id: str, as_json: bool) -> None:
-    """Show a batch's state and progress."""
+def status(batch_id: str, as_json: bool, watch: bool, timeout: float | None, quiet: bool) -> None:
+    """Show a batch's progress: judgments done, failed, rate, ETA and cost so far.
+
+    With --watch, follow it live until it finishes (exit 0 if it completed, 1 if it failed or
+    was cancelled, 3 at --timeout); with --json, one JSON object (per line, with --watch)."""
     sessions = session_factory(_settings().database_url)
-    state = batch_status(sessions, batch_id)
+    if watch:
+        followed = follow_batch(
+            sessions, batch_id, make_console(), timeout, _display(quiet, as_json), sys.stdout
+        )
+        sys.exit(_finished(followed, timeout))
     if as_json:
-        click.echo(state.model_dump_json())
+        click.echo(json.dumps(status_json(*snapshot(sessions, batch_id))))
         return
-    click.echo(
-        f"{state.batch_id} {state.name}: {state.status.value}, "
-        f"{state.n_verdicts}/{state.n_cells} verdicts ({state.progress:.0%}), "
-        f"{state.n_samples}/{state.n_samples_expected} samples "
-        f"({state.n_failed_samples} failed), {state.n_flagged} flagged, "
-        f"cost ${state.cost_usd:.4f}" + (f"\nerror: {state.error}" if state.error else "")
-    )
+    print_progress(sessions, batch_id, make_console())
 
 
 @jury.command()
@@ -165,6 +196,52 @@ def results(batch_id: str, fmt: str, output: Path | None) -> None:
     finally:
         if output:
             out.close()
+
+
+@jury.command()
+@click.argument("batch_id")
+@click.option(
+    "--output",
+    "-o",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write the page here (default: report-BATCH_ID.html).",
+)
+@user_errors
+def report(batch_id: str, output: Path | None) -> None:
+    """Write a self-contained HTML report: score distributions, per-judge scores, judge
+    agreement, and the flagged records to review first."""
+    from producer.html_report import write_report
+
+    sessions = session_factory(_settings().database_url)
+    output = output or Path(f"report-{batch_id}.html")
+    size = write_report(sessions, batch_id, output)
+    click.echo(f"wrote {output} ({size / 1024:.0f} KiB)")
+
+
+@jury.command(context_settings={"ignore_unknown_options": True})
+@click.option("--port", type=click.IntRange(1, 65535), default=5555, show_default=True)
+@click.option(
+    "--address",
+    default="127.0.0.1",
+    show_default=True,
+    help="Interface to listen on (0.0.0.0: every interface; use --basic-auth then).",
+)
+@click.option(
+    "--basic-auth",
+    metavar="USER:PASSWORD",
+    help="Require this login (default: $FLOWER_BASIC_AUTH; none if unset).",
+)
+@click.argument("flower_options", nargs=-1, type=click.UNPROCESSED)
+@user_errors
+def flower(
+    port: int, address: str, basic_auth: str | None, flower_options: tuple[str, ...]
+) -> None:
+    """Watch workers and tasks in Flower, against JURY_BROKER_URL (more Flower options after
+    `--`, e.g. `-- --url_prefix=flower`)."""
+    from producer.flower_ui import run_flower
+
+    extra = tuple(a for a in flower_options if a != "--")
+    sys.exit(run_flower(_settings(), port, address, basic_auth, extra))
 
 
 @jury.command()

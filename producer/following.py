@@ -1,19 +1,60 @@
-"""Following a batch until it finishes, with a progress bar, and printing its verdicts."""
+"""Following a batch until it finishes (a live progress bar, JSON lines, or nothing), and
+printing its verdicts."""
 
 from __future__ import annotations
 
+import json
 import time
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import IO, Any
 
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.console import Console, RenderableType
+from rich.live import Live
+from rich.progress_bar import ProgressBar
+from rich.table import Table
+from rich.text import Text
 from sqlalchemy.orm import Session, sessionmaker
 
+from producer.progress import Progress, RateMeter, describe, measure
 from producer.reporting import print_summary, verdict_table
 from schemas.status import BatchStatus
 from store.cells import iter_verdicts
 from store.repository import batch_status, load_config
 
 POLL_S = 0.5
+# In JSON mode a line is written when something changed, and at least this often.
+JSON_HEARTBEAT_S = 5.0
+
+
+class Display(StrEnum):
+    BAR = "bar"  # a live progress bar on the console
+    JSON = "json"  # one JSON object per line: the `jury status --json` object, refreshed
+    QUIET = "quiet"  # nothing
+
+
+def status_json(status: BatchStatus, progress: Progress) -> dict[str, Any]:
+    """`jury status --json`: the stored status plus the progress figures."""
+    return {**status.model_dump(mode="json"), **progress.as_dict()}
+
+
+def render(progress: Progress) -> RenderableType:
+    """The progress bar with its figures on one line (wrapped on a narrow terminal)."""
+    style = "red" if progress.finished and progress.status != "completed" else "green"
+    grid = Table.grid(padding=(0, 1))
+    grid.add_row(
+        Text(progress.name, style="bold"),
+        ProgressBar(
+            total=max(progress.total, 1),
+            completed=progress.done,
+            width=30,
+            complete_style=style,
+            finished_style=style,
+        ),
+        Text(describe(progress), no_wrap=False),
+        Text(progress.status, style=("bold " + style) if progress.finished else ""),
+    )
+    return grid
 
 
 def follow_batch(
@@ -21,34 +62,64 @@ def follow_batch(
     batch_id: str,
     console: Console,
     timeout: float | None = None,
+    display: Display = Display.BAR,
+    out: IO[str] | None = None,
 ) -> BatchStatus | None:
-    """Poll the store until the batch is finished; None if `timeout` ran out first."""
+    """Poll the store until the batch is finished; None if `timeout` ran out first.
+
+    `out` receives the JSON lines (default: the console's file)."""
     deadline = None if timeout is None else time.monotonic() + timeout
-    status = batch_status(sessions, batch_id)
-    with Progress(
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("verdicts · {task.fields[samples]} samples ({task.fields[failed]} failed)"),
-        TimeElapsedColumn(),
-        console=console,
-        transient=False,
-    ) as progress:
-        task = progress.add_task(status.name, total=status.n_cells or None, samples=0, failed=0)
+    meter = RateMeter()
+
+    def observe() -> tuple[BatchStatus, Progress]:
+        status = batch_status(sessions, batch_id)
+        meter.observe(time.monotonic(), status.n_samples)
+        return status, measure(status, datetime.now(UTC), meter.rate())
+
+    status, progress = observe()
+    if display == Display.BAR:
+        with Live(render(progress), console=console, refresh_per_second=4) as live:
+            while not status.status.finished and not _past(deadline):
+                time.sleep(POLL_S)
+                status, progress = observe()
+                live.update(render(progress))
+    else:
+        stream = out or console.file
+        last_key: tuple[object, ...] | None = None
+        last_write = 0.0
         while True:
-            progress.update(
-                task,
-                completed=status.n_verdicts,
-                total=status.n_cells or None,
-                samples=status.n_samples,
-                failed=status.n_failed_samples,
-            )
-            if status.status.finished:
-                return status
-            if deadline is not None and time.monotonic() > deadline:
-                return None
+            key = (progress.status, progress.done, progress.verdicts, progress.failed)
+            now = time.monotonic()
+            if display == Display.JSON and (
+                key != last_key or now - last_write >= JSON_HEARTBEAT_S
+            ):
+                stream.write(json.dumps(status_json(status, progress)) + "\n")
+                stream.flush()
+                last_key, last_write = key, now
+            if status.status.finished or _past(deadline):
+                break
             time.sleep(POLL_S)
-            status = batch_status(sessions, batch_id)
+            status, progress = observe()
+    return status if status.status.finished else None
+
+
+def _past(deadline: float | None) -> bool:
+    return deadline is not None and time.monotonic() > deadline
+
+
+def snapshot(sessions: sessionmaker[Session], batch_id: str) -> tuple[BatchStatus, Progress]:
+    """The batch now, with its average rate since submission (one look, no rate window)."""
+    status = batch_status(sessions, batch_id)
+    return status, measure(status, datetime.now(UTC))
+
+
+def print_progress(sessions: sessionmaker[Session], batch_id: str, console: Console) -> Progress:
+    """One snapshot (`jury status`): the bar at the batch's average rate so far."""
+    status, progress = snapshot(sessions, batch_id)
+    console.print(render(progress))
+    if status.error:
+        console.print(f"[red]error:[/] {status.error}", highlight=False)
+    return progress
 
 
 def print_verdicts(sessions: sessionmaker[Session], batch_id: str, console: Console) -> None:

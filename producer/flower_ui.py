@@ -1,0 +1,89 @@
+"""`jury flower`: Flower, in this process, against the configured broker.
+
+Flower shows what task events carry: the task's name, its arguments as the producer wrote
+them (`argsrepr`: five references — batch, item, dimension, judge, sample — never item text
+or a key) and its result (a sample: score, error kind, redacted error). Here the arguments
+are labelled on the page, and the tasks table shows them.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import sys
+from typing import Any
+
+from celery import Celery
+
+from schemas.errors import ConfigurationError
+from schemas.settings import Settings
+from schemas.tasks import JUDGE_TASK
+
+DEFAULT_PORT = 5555
+# Loopback unless told otherwise: Flower can revoke tasks and shows every batch's task list.
+DEFAULT_ADDRESS = "127.0.0.1"
+TASK_COLUMNS = "name,uuid,state,args,result,received,runtime,worker"
+ARG_LABELS = ("batch", "item", "dimension", "judge", "sample")
+
+
+def label_args(argsrepr: str | None) -> str | None:
+    """`('b1', 'q1', 'tone', 'openai/x', 0)` → `batch=b1 item=q1 dimension=tone …`; anything
+    that does not parse as five references is returned unchanged."""
+    if not argsrepr:
+        return argsrepr
+    try:
+        values = ast.literal_eval(argsrepr)
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        return argsrepr
+    if not isinstance(values, tuple | list) or len(values) != len(ARG_LABELS):
+        return argsrepr
+    return " ".join(f"{label}={value}" for label, value in zip(ARG_LABELS, values, strict=True))
+
+
+def format_task(task: Any) -> Any:
+    """Flower's `format_task` hook: called on a copy of each task it is about to show."""
+    if getattr(task, "name", None) == JUDGE_TASK:
+        task.args = label_args(task.args)
+    return task
+
+
+def check_basic_auth(value: str | None) -> None:
+    if value is None:
+        return
+    for pair in value.split(","):
+        user, sep, password = pair.partition(":")
+        if not sep or not user or not password:
+            raise ConfigurationError(
+                "--basic-auth (or FLOWER_BASIC_AUTH) must be user:password (several separated "
+                f"by commas); got {len(pair)} characters without a user and a password"
+            )
+
+
+def flower_argv(
+    port: int, address: str, basic_auth: str | None, extra: tuple[str, ...] = ()
+) -> list[str]:
+    argv = ["flower", f"--port={port}", f"--address={address}", f"--tasks_columns={TASK_COLUMNS}"]
+    if basic_auth:
+        argv.append(f"--basic_auth={basic_auth}")
+    return argv + list(extra)
+
+
+def run_flower(
+    settings: Settings, port: int, address: str, basic_auth: str | None, extra: tuple[str, ...]
+) -> int:
+    """Serve Flower until interrupted; returns the exit code."""
+    basic_auth = basic_auth or os.environ.get("FLOWER_BASIC_AUTH") or None
+    check_basic_auth(basic_auth)
+    if not basic_auth and address not in ("127.0.0.1", "localhost", "::1"):
+        print(
+            f"jury flower: warning: serving on {address} without --basic-auth; anyone who can "
+            "reach the port can see and revoke tasks",
+            file=sys.stderr,
+        )
+    from flower.options import options  # defines Flower's options; imported only here
+
+    options.format_task = format_task
+    app = Celery("jury", set_as_current=True)
+    app.conf.update(settings.celery_config())
+    code = app.start(argv=flower_argv(port, address, basic_auth, extra))
+    return int(code or 0)
