@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 
-.PHONY: demo test lint bench-ratelimit clean
+.PHONY: demo test lint bench-ratelimit bench-stability clean
 
 $(STAMP): requirements.lock pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -24,6 +24,9 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+
+bench-stability: $(STAMP)
+	$(BIN)/python -m bench.stability
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache jury.db jury.db-*

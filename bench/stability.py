@@ -1,0 +1,252 @@
+"""Stability benchmark: does a panel give steadier and truer verdicts than a single judge?
+
+    .venv/bin/python -m bench.stability [--items 60] [--runs 5] [--panel noisy@a,noisy@b,noisy@c]
+
+The same batch (`--items` answers × relevance and accuracy, threshold 3.5 on 1..5) is judged
+`--runs` times by each configuration, through the real pipeline: an embedded Redis, the
+simulator, two worker processes.
+
+- `single, T=0`: one `noisy` judge, one sample, temperature 0 — the single-judge set-up the
+  issue describes. The simulator scales a persona's noise by the temperature, so at 0 this
+  judge is deterministic: its verdicts cannot flip, and its only error is rounding the truth
+  to a whole score. Real providers are not deterministic at temperature 0; the simulator
+  does not model that.
+- `single, T=0.8`: the same judge, one sample, at jury's default temperature.
+- `panel`: the `--panel` judges (default three `noisy` judges), `--n` samples each, T=0.8.
+
+For each: the verdict flip rate (for each cell, the share of run pairs whose pass/fail
+verdicts differ, averaged over cells), the share of cells whose verdict changed in any run,
+the spread of a cell's final score across runs, and the error against the simulator's latent
+truth: mean absolute error of the final score, and the share of verdicts on the other side of
+the threshold from the truth. Prints a table and one JSON line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import tempfile
+import time
+from dataclasses import dataclass
+from itertools import combinations
+from pathlib import Path
+from typing import Any
+
+from bench.common import Stack, local_stack, simulator_stats
+from producer.loading import load_batch
+from producer.services import wait_for
+from producer.submission import submit_batch
+from schemas.agreement import batch_agreement
+from schemas.batch import Dimension
+from schemas.results import Verdict
+from simulator.personas import latent_quality
+from store.cells import iter_verdicts
+from store.engine import session_factory
+from store.repository import batch_status
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+DIMENSIONS = ("relevance", "accuracy")
+Cell = tuple[str, str]
+
+
+@dataclass(frozen=True)
+class Configuration:
+    label: str
+    personas: tuple[str, ...]
+    n: int
+    temperature: float
+
+
+@dataclass
+class RunResult:
+    verdicts: dict[Cell, Verdict]
+    seconds: float
+    alpha_interval: float | None
+
+
+def item_outputs(n_items: int) -> dict[str, str]:
+    # Distinct texts give distinct latent qualities; no surrounding whitespace, as the
+    # simulator strips the output before hashing it.
+    return {
+        f"i{i}": f"Answer {i}: restart the router, then check the cable." for i in range(n_items)
+    }
+
+
+def truths(outputs: dict[str, str], seed: int) -> dict[Cell, float]:
+    """The latent score of every cell on its dimension's scale."""
+    found: dict[Cell, float] = {}
+    for name in DIMENSIONS:
+        scale = Dimension.model_validate(name).resolved_scale
+        for item_id, text in outputs.items():
+            quality = latent_quality(seed, name, text)
+            found[(item_id, name)] = scale.min + quality * (scale.max - scale.min)
+    return found
+
+
+def write_batch(
+    folder: Path, api_base: str, outputs: dict[str, str], config: Configuration
+) -> Path:
+    items = folder / "items.jsonl"
+    if not items.exists():
+        items.write_text(
+            "".join(json.dumps({"id": i, "output": text}) + "\n" for i, text in outputs.items())
+        )
+    judges = [
+        {
+            "model": f"openai/{persona}",
+            "n": config.n,
+            "temperature": config.temperature,
+            "api_base": api_base,
+        }
+        for persona in config.personas
+    ]
+    batch = folder / f"{config.label.replace(' ', '_').replace(',', '').replace('=', '')}.json"
+    batch.write_text(
+        json.dumps(
+            {
+                "name": f"stability {config.label}",
+                "judges": judges,
+                "dimensions": list(DIMENSIONS),
+                "items": items.name,
+            }
+        )
+    )
+    return batch
+
+
+def run_once(
+    stack: Stack, folder: Path, outputs: dict[str, str], config: Configuration
+) -> RunResult:
+    sessions = session_factory(stack.settings.database_url)
+    started = time.monotonic()
+    batch = write_batch(folder, stack.simulator.url, outputs, config)
+    batch_id = submit_batch(load_batch(batch), sessions, stack.app)
+    wait_for(lambda: batch_status(sessions, batch_id).status.finished, 900, f"batch {batch_id}")
+    seconds = time.monotonic() - started
+    verdicts = {(v.item_id, v.criterion_id): v for v in iter_verdicts(sessions, batch_id)}
+    return RunResult(verdicts, seconds, batch_agreement(verdicts.values()).overall.alpha_interval)
+
+
+def stability(runs: list[RunResult], truth: dict[Cell, float], threshold: float) -> dict[str, Any]:
+    """Flip rate and spread between runs, error against the truth, for one configuration."""
+    flip_rates: list[float] = []
+    changed = 0
+    spreads: list[float] = []
+    errors: list[float] = []
+    wrong = judged = missing = 0
+    for cell, true_score in truth.items():
+        verdicts = [run.verdicts.get(cell) for run in runs]
+        scores = [v.consensus_metrics.final_score for v in verdicts if v is not None]
+        finals = [s for s in scores if s is not None]
+        missing += len(runs) - len(finals)
+        passes = [v.passed for v in verdicts if v is not None and v.passed is not None]
+        pairs = list(combinations(passes, 2))
+        if pairs:
+            flip_rates.append(sum(a != b for a, b in pairs) / len(pairs))
+            changed += len(set(passes)) > 1
+        if len(finals) > 1:
+            spreads.append(statistics.stdev(finals))
+        errors += [abs(s - true_score) for s in finals]
+        wrong += sum(p != (true_score >= threshold) for p in passes)
+        judged += len(passes)
+    alphas = [r.alpha_interval for r in runs if r.alpha_interval is not None]
+    return {
+        "flip_rate": round(statistics.fmean(flip_rates), 4) if flip_rates else None,
+        "cells_changed": round(changed / len(truth), 4),
+        "score_spread": round(statistics.fmean(spreads), 4) if spreads else None,
+        "mae": round(statistics.fmean(errors), 4) if errors else None,
+        "wrong_verdicts": round(wrong / judged, 4) if judged else None,
+        "missing_verdicts": missing,
+        "alpha_interval": round(statistics.fmean(alphas), 3) if alphas else None,
+        "seconds_per_run": round(statistics.fmean(r.seconds for r in runs), 1),
+    }
+
+
+def print_table(results: dict[str, dict[str, Any]], calls: dict[str, int]) -> None:
+    columns = [
+        ("flip rate", "flip_rate", "{:.1%}"),
+        ("cells changed", "cells_changed", "{:.1%}"),
+        ("score spread", "score_spread", "{:.3f}"),
+        ("MAE vs truth", "mae", "{:.3f}"),
+        ("wrong verdicts", "wrong_verdicts", "{:.1%}"),
+        ("α interval", "alpha_interval", "{:.2f}"),
+        ("calls/cell", "calls_per_cell", "{}"),
+        ("s/run", "seconds_per_run", "{:.1f}"),
+    ]
+    header = f"{'configuration':<22}" + "".join(f"{title:>15}" for title, _, _ in columns)
+    print(header)
+    print("-" * len(header))
+    for label, row in results.items():
+        row = {**row, "calls_per_cell": calls[label]}
+        cells = ["—" if row[key] is None else fmt.format(row[key]) for _, key, fmt in columns]
+        print(f"{label:<22}" + "".join(f"{cell:>15}" for cell in cells))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--items", type=int, default=60)
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--panel", default="noisy@a,noisy@b,noisy@c", help="comma list of personas")
+    parser.add_argument("--n", type=int, default=3, help="samples per panel judge")
+    parser.add_argument("--single", default="noisy", help="the single judge's persona")
+    parser.add_argument("--seed", type=int, default=0, help="the simulator's seed")
+    parser.add_argument("--workers", type=int, default=2)
+    args = parser.parse_args()
+    if args.runs < 2 or args.items < 1:
+        parser.error("--runs must be at least 2 (flips are between runs) and --items at least 1")
+    panel = tuple(p.strip() for p in args.panel.split(",") if p.strip())
+    configurations = [
+        Configuration("single, T=0", (args.single,), 1, 0.0),
+        Configuration("single, T=0.8", (args.single,), 1, 0.8),
+        Configuration(f"panel {len(panel)}×{args.n}, T=0.8", panel, args.n, 0.8),
+    ]
+    outputs = item_outputs(args.items)
+    truth = truths(outputs, args.seed)
+    threshold = Dimension.model_validate(DIMENSIONS[0]).resolved_threshold
+    runs: dict[str, list[RunResult]] = {c.label: [] for c in configurations}
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="jury-bench-") as tmp:
+        folder = Path(tmp)
+        with local_stack(
+            folder, "stability", ["--seed", str(args.seed)], args.workers, worker_concurrency=32
+        ) as stack:
+            # Round-robin, so that anything drifting during the benchmark touches every
+            # configuration alike.
+            for run in range(args.runs):
+                for config in configurations:
+                    runs[config.label].append(run_once(stack, folder, outputs, config))
+                print(f"round {run + 1}/{args.runs} done", flush=True)
+            total_calls = int(simulator_stats(stack.simulator)["total"])  # type: ignore[call-overload]
+    results = {label: stability(r, truth, threshold) for label, r in runs.items()}
+    calls = {c.label: len(c.personas) * c.n for c in configurations}
+    print()
+    print_table(results, calls)
+    print(
+        f"\n{args.items} items × {len(DIMENSIONS)} dimensions = {len(truth)} cells, "
+        f"{args.runs} runs each; {total_calls} judge calls in {time.monotonic() - started:.0f} s"
+    )
+    print(
+        json.dumps(
+            {
+                "bench": "stability",
+                "items": args.items,
+                "dimensions": list(DIMENSIONS),
+                "runs": args.runs,
+                "seed": args.seed,
+                "single": args.single,
+                "panel": list(panel),
+                "panel_n": args.n,
+                "judge_calls": total_calls,
+                "results": {
+                    label: {**row, "calls_per_cell": calls[label]} for label, row in results.items()
+                },
+            }
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()
