@@ -266,18 +266,27 @@ def cancel(batch_id: str) -> None:
 )
 @user_errors
 def resume(batch_id: str, missing_only: bool, wait: bool, max_cost_usd: float | None) -> None:
-    """Judge again the samples of a batch that have no successful result."""
+    """Judge again the samples of a batch that have no successful result, or go on with the
+    submission of a batch whose producer stopped."""
     from producer.control import raise_budget, resume_batch
     from producer.publishing import check_broker, create_producer_app
+    from producer.submission import continue_submission
+    from store.repository import batch_state
 
     settings = _settings()
     check_broker(settings)
     sessions = session_factory(settings.database_url)
     if max_cost_usd is not None:
         raise_budget(sessions, settings.broker_url, batch_id, max_cost_usd)
-    plan = resume_batch(sessions, create_producer_app(settings), batch_id, missing_only)
-    click.echo(f"{batch_id}: re-enqueued {plan.n_samples} samples in {len(plan.cells)} cells")
-    if wait and plan.cells:
+    app = create_producer_app(settings)
+    if batch_state(sessions, batch_id) == BatchState.SUBMITTING:
+        n_items = continue_submission(sessions, app, batch_id)
+        click.echo(f"{batch_id}: submission continued; queued the remaining {n_items} items")
+        plan = None
+    else:
+        plan = resume_batch(sessions, app, batch_id, missing_only)
+        click.echo(f"{batch_id}: re-enqueued {plan.n_samples} samples in {len(plan.cells)} cells")
+    if wait and (plan is None or plan.cells):
         status = follow_batch(sessions, batch_id, make_console())
         sys.exit(0 if status and status.status == BatchState.COMPLETED else EXIT_FAILED)
 

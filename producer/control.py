@@ -7,10 +7,9 @@ from dataclasses import dataclass
 import redis
 from celery import Celery
 
-from producer.publishing import all_samples, judge_queues, publish_cell
-from schemas.errors import JuryError
+from producer.publishing import Publisher, all_samples, cell_samples
 from schemas.status import BatchState
-from schemas.tasks import CellRef, budget_cap_key
+from schemas.tasks import CellRef, SampleRef, budget_cap_key
 from store.cells import reopen_cells, stored_sample_keys
 from store.repository import (
     batch_status,
@@ -62,20 +61,27 @@ def plan_resume(sessions: Sessions, batch_id: str, missing_only: bool) -> Resume
 
 
 def resume_batch(sessions: Sessions, app: Celery, batch_id: str, missing_only: bool) -> ResumePlan:
-    status = batch_status(sessions, batch_id)
-    if status.status == BatchState.SUBMITTING:
-        raise JuryError(
-            f"batch {batch_id} is still being submitted; resume it once submission has ended "
-            "(a batch whose producer died mid-submission cannot be resumed yet)"
-        )
+    """Queue again what the batch lacks: judge tasks with no stored sample, and (unless
+    `missing_only`) those stored as failures. Waits for room like a submission does."""
     plan = plan_resume(sessions, batch_id, missing_only)
     if not plan.cells:
         return plan
     reopen_cells(sessions, batch_id, plan.failed)
     reopen_batch(sessions, batch_id)
-    queues = judge_queues(app, load_config(sessions, batch_id))
-    for (item_id, dimension), samples in plan.cells.items():
-        publish_cell(app, CellRef(batch_id, item_id, dimension), samples, queues)
+    publisher = Publisher(app, load_config(sessions, batch_id))
+    try:
+        wave: list[SampleRef] = []
+        for (item_id, dimension), samples in plan.cells.items():
+            wave.extend(cell_samples(CellRef(batch_id, item_id, dimension), samples))
+            if len(wave) >= publisher.wave_size:
+                publisher.wait_for_room(len(wave))
+                publisher.publish(wave)
+                wave = []
+        if wave:
+            publisher.wait_for_room(len(wave))
+            publisher.publish(wave)
+    finally:
+        publisher.close()
     return plan
 
 

@@ -1,29 +1,38 @@
-"""Publishing a batch: one chord per (item, dimension), one header task per (judge, sample).
+"""Publishing judge tasks: one per (item, dimension, judge, sample), in waves, with
+back-pressure.
 
+There is no chord: a judge task stores its sample and, when it finds its cell complete in the
+store, builds the verdict itself (see worker.runtime). So a message is one small task, Redis
+keeps no chord counters or task results, and a wave of thousands of tasks is one MULTI/EXEC.
 The producer sends tasks by name; it never imports the worker (nor litellm).
 """
 
 from __future__ import annotations
 
-import secrets
-from collections.abc import Iterable
+import time
+from collections.abc import Callable, Iterable
 
 import redis
-from celery import Celery, chord
+from celery import Celery
 
+from producer.wire import JudgeMessageWriter, push_wave, short_task_id
 from schemas.batch import BatchConfig
 from schemas.errors import ConfigurationError
 from schemas.settings import Settings, lane_queue
-from schemas.tasks import AGGREGATE_TASK, JUDGE_TASK, CellRef
+from schemas.tasks import CellRef, SampleRef
+
+__all__ = ["short_task_id"]  # re-exported: tests and benchmarks name tasks with it
+
+# How often a producer waiting for room in the queues looks again.
+ROOM_POLL_S = 0.2
 
 
 def create_producer_app(settings: Settings) -> Celery:
     app = Celery("jury-producer", set_as_current=False)
     app.conf.update(settings.celery_config())
     # The producer never waits on a task's result, so it must not SUBSCRIBE to a result
-    # channel per task sent (Celery's Redis backend does, by default: a million pubsub
-    # subscriptions would be the producer's main cost), nor UNSUBSCRIBE when the discarded
-    # AsyncResult is collected (which, at exit, may find Redis already stopped).
+    # channel per task sent (Celery's Redis backend does, by default), nor UNSUBSCRIBE when
+    # the discarded AsyncResult is collected (which, at exit, may find Redis already stopped).
     app.backend.on_task_call = _ignore
     app.backend.remove_pending_result = _ignore
     return app
@@ -46,11 +55,6 @@ def check_broker(settings: Settings) -> None:
         ) from None
 
 
-def short_task_id() -> str:
-    """96 random bits in 16 characters: a UUID's 36 would appear several times per message."""
-    return secrets.token_urlsafe(12)
-
-
 def judge_queues(app: Celery, config: BatchConfig) -> dict[str, str]:
     """Each judge's lane: judges of one panel never share a queue (up to `lanes` judges), so a
     slow or tightly limited model cannot hold up a fast one."""
@@ -58,31 +62,58 @@ def judge_queues(app: Celery, config: BatchConfig) -> dict[str, str]:
     return {judge.name: lane_queue(queue, n, lanes) for n, judge in enumerate(config.panel)}
 
 
-def publish_cell(
-    app: Celery, cell: CellRef, samples: Iterable[tuple[str, int]], queues: dict[str, str]
-) -> int:
-    """One chord: a judge task per (judge, sample index), then the aggregation callback."""
-    # Arguments are positional and short: the message carries references, never item text.
-    header = [
-        app.signature(
-            JUDGE_TASK, args=(*cell, judge, index), task_id=short_task_id(), queue=queues[judge]
-        )
-        for judge, index in samples
-    ]
-    body = app.signature(AGGREGATE_TASK, args=tuple(cell), task_id=short_task_id())
-    chord(header, app=app)(body)
-    return len(header)
-
-
 def all_samples(config: BatchConfig) -> list[tuple[str, int]]:
     return [(j.name, index) for j in config.panel for index in range(j.n)]
 
 
-def publish_cells(app: Celery, batch_id: str, config: BatchConfig, item_ids: Iterable[str]) -> int:
-    """Publish every cell of the given items; returns the number of judge tasks sent."""
-    samples, queues = all_samples(config), judge_queues(app, config)
-    return sum(
-        publish_cell(app, CellRef(batch_id, item_id, dimension.name), samples, queues)
-        for item_id in item_ids
-        for dimension in config.dimensions
-    )
+def cell_samples(cell: CellRef, samples: Iterable[tuple[str, int]]) -> Iterable[SampleRef]:
+    return (SampleRef(*cell, judge, index) for judge, index in samples)
+
+
+class Publisher:
+    """Writes one batch's judge tasks onto the lanes, never more than `max_queued` waiting."""
+
+    def __init__(self, app: Celery, config: BatchConfig) -> None:
+        self.client = redis.Redis.from_url(app.conf.broker_url, socket_timeout=30)
+        self.writer = JudgeMessageWriter(app)
+        self.queues = judge_queues(app, config)
+        lanes = int(app.conf.jury_lanes)
+        self.all_queues = [
+            app.conf.task_default_queue,
+            *(lane_queue(app.conf.task_default_queue, n, lanes) for n in range(lanes)),
+        ]
+        self.max_queued = int(app.conf.jury_max_queued)
+        self.wave_size = int(app.conf.jury_publish_wave)
+
+    def publish(self, refs: Iterable[SampleRef], cursor: tuple[str, int, int] | None = None) -> int:
+        """One wave, in one transaction (with the cursor, if given); returns its size."""
+        wave: dict[str, list[str]] = {}
+        for ref in refs:
+            queue = self.queues[ref.judge]
+            wave.setdefault(queue, []).append(self.writer.message(ref, queue))
+        push_wave(self.client, wave, cursor)
+        return sum(len(messages) for messages in wave.values())
+
+    def queued(self) -> int:
+        """Judge tasks waiting in this deployment's queues (all batches)."""
+        with self.client.pipeline(transaction=False) as pipe:
+            for queue in self.all_queues:
+                pipe.llen(queue)
+            return sum(pipe.execute())
+
+    def wait_for_room(self, n: int, keep_going: Callable[[], bool] = lambda: True) -> bool:
+        """Block until `n` more tasks fit under `max_queued`; False if `keep_going` says stop.
+
+        A wave larger than the bound is let through once the queues are empty, so that the
+        bound slows a submission down but never stalls it.
+        """
+        while True:
+            queued = self.queued()
+            if queued + n <= self.max_queued or queued == 0:
+                return True
+            if not keep_going():
+                return False
+            time.sleep(ROOM_POLL_S)
+
+    def close(self) -> None:
+        self.client.close()

@@ -27,6 +27,8 @@ _ENV_NAMES: dict[str, str] = {
     "rate_horizon_s": "JURY_RATE_HORIZON",
     "rate_margin": "JURY_RATE_MARGIN",
     "lanes": "JURY_LANES",
+    "max_queued_tasks": "JURY_MAX_QUEUED",
+    "publish_wave": "JURY_PUBLISH_WAVE",
     "retry_base_delay_s": "JURY_RETRY_BASE_DELAY",
     "retry_max_delay_s": "JURY_RETRY_MAX_DELAY",
 }
@@ -68,6 +70,12 @@ class Settings(BaseModel):
     # Judge tasks are spread over this many queues (lanes) by panel position, so that a slow
     # or tightly limited model does not hold up the others.
     lanes: int = Field(default=8, ge=1, le=64)
+    # Back-pressure: the producer publishes a wave only while fewer than this many judge tasks
+    # wait in the queues, so Redis holds about max_queued_tasks × 0.9 KB whatever the batch
+    # size.
+    max_queued_tasks: int = Field(default=50_000, ge=1)
+    # Judge tasks per wave: one Redis transaction, with the submission cursor.
+    publish_wave: int = Field(default=5_000, ge=1)
     retry_base_delay_s: float = Field(default=1.0, ge=0)
     retry_max_delay_s: float = Field(default=30.0, ge=0)
 
@@ -124,4 +132,6 @@ class Settings(BaseModel):
             "task_send_sent_event": True,
             # Ours: the producer routes judge tasks to `{queue}.lane{panel position % lanes}`.
             "jury_lanes": self.lanes,
+            "jury_max_queued": self.max_queued_tasks,
+            "jury_publish_wave": self.publish_wave,
         }

@@ -38,6 +38,7 @@ class BatchStatus(BaseModel):
     n_items: int
     n_cells: int
     n_samples_expected: int
+    n_items_published: int = 0
     n_verdicts: int
     n_samples: int
     n_failed_samples: int

@@ -10,7 +10,6 @@ from typing import NamedTuple
 
 # Task names: the producer sends by name and never imports the worker.
 JUDGE_TASK = "jury.judge_sample"
-AGGREGATE_TASK = "jury.aggregate_cell"
 
 
 class CellRef(NamedTuple):
@@ -33,6 +32,16 @@ class SampleRef(NamedTuple):
     @property
     def cell(self) -> CellRef:
         return CellRef(self.batch_id, self.item_id, self.dimension)
+
+
+# Redis keys of a submission: how many items are queued (set in the same transaction as
+# their tasks) and which producer is submitting.
+def submit_cursor_key(batch_id: str) -> str:
+    return f"jury:submit:{batch_id}:cursor"
+
+
+def submit_lock_key(batch_id: str) -> str:
+    return f"jury:submit:{batch_id}:lock"
 
 
 # Redis keys of a batch's budget meter: its cap and what its judge calls have cost so far.

@@ -184,6 +184,24 @@ def list_samples(sessions: Sessions, cell: CellRef) -> list[SampleResult]:
         return [SampleResult.model_validate({f: getattr(row, f) for f in fields}) for row in rows]
 
 
+def count_cell_samples(sessions: Sessions, cell: CellRef) -> int:
+    """How many samples of the cell are stored (an index-only count on the unique key)."""
+    batch_id, item_id, dimension = cell
+    with sessions() as session:
+        return (
+            session.scalar(
+                select(func.count())
+                .select_from(SampleRow)
+                .where(
+                    SampleRow.batch_id == batch_id,
+                    SampleRow.item_id == item_id,
+                    SampleRow.dimension == dimension,
+                )
+            )
+            or 0
+        )
+
+
 def _sample_row(cell: CellRef, sample: SampleResult) -> dict[str, object]:
     return {
         "batch_id": cell.batch_id,

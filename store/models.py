@@ -31,6 +31,8 @@ class BatchRow(Base):
     n_items: Mapped[int] = mapped_column(Integer, default=0)
     n_cells: Mapped[int] = mapped_column(Integer, default=0)
     n_samples_expected: Mapped[int] = mapped_column(Integer, default=0)
+    # Items whose tasks are all queued: where a submission that stopped goes on from.
+    n_items_published: Mapped[int] = mapped_column(Integer, default=0)
     # Counters bumped in the same transaction as the verdict they count: progress is exact.
     n_verdicts: Mapped[int] = mapped_column(Integer, default=0)
     n_samples: Mapped[int] = mapped_column(Integer, default=0)

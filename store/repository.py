@@ -15,7 +15,11 @@ from store.models import BatchRow, ItemRow, utcnow
 from store.sql import Sessions, insert_ignoring_duplicates
 
 
-def create_batch(sessions: Sessions, batch_id: str, config: BatchConfig, source: str) -> None:
+def create_batch(
+    sessions: Sessions, batch_id: str, config: BatchConfig, source: str, n_items: int = 0
+) -> None:
+    """Record a batch being submitted; with `n_items` (known from validation), its totals."""
+    n_cells = n_items * len(config.dimensions)
     with write_transaction(sessions) as session:
         session.add(
             BatchRow(
@@ -24,7 +28,18 @@ def create_batch(sessions: Sessions, batch_id: str, config: BatchConfig, source:
                 config=config.model_dump(mode="json"),
                 status=BatchState.SUBMITTING.value,
                 source=source,
+                n_items=n_items,
+                n_cells=n_cells,
+                n_samples_expected=n_cells * config.samples_per_cell,
             )
+        )
+
+
+def record_published(sessions: Sessions, batch_id: str, n_items: int) -> None:
+    """The first `n_items` items of the batch have all their tasks queued."""
+    with write_transaction(sessions) as session:
+        session.execute(
+            update(BatchRow).where(BatchRow.id == batch_id).values(n_items_published=n_items)
         )
 
 
@@ -83,6 +98,12 @@ def load_config(sessions: Sessions, batch_id: str) -> BatchConfig:
         return BatchConfig.model_validate(batch_row(session, batch_id).config)
 
 
+def batch_source(sessions: Sessions, batch_id: str) -> str:
+    """The path of the batch file it was submitted from."""
+    with sessions() as session:
+        return batch_row(session, batch_id).source
+
+
 def load_item(sessions: Sessions, batch_id: str, item_id: str) -> Item:
     with sessions() as session:
         row = session.get(ItemRow, (batch_id, item_id))
@@ -111,6 +132,7 @@ def batch_status(sessions: Sessions, batch_id: str) -> BatchStatus:
             n_items=row.n_items,
             n_cells=row.n_cells,
             n_samples_expected=row.n_samples_expected,
+            n_items_published=row.n_items_published,
             n_verdicts=row.n_verdicts,
             n_samples=row.n_samples,
             n_failed_samples=row.n_failed_samples,
@@ -131,10 +153,10 @@ def batch_state(sessions: Sessions, batch_id: str) -> BatchState:
 
 
 def running_batches(sessions: Sessions) -> list[str]:
+    """Batches whose cells are being judged: running, or still being submitted."""
+    active = (BatchState.RUNNING.value, BatchState.SUBMITTING.value)
     with sessions() as session:
-        return list(
-            session.scalars(select(BatchRow.id).where(BatchRow.status == BatchState.RUNNING.value))
-        )
+        return list(session.scalars(select(BatchRow.id).where(BatchRow.status.in_(active))))
 
 
 def iter_item_ids(sessions: Sessions, batch_id: str, chunk: int = 500) -> Iterator[list[str]]:
@@ -166,11 +188,12 @@ def reopen_batch(sessions: Sessions, batch_id: str) -> None:
 
 
 def stop_running_batch(sessions: Sessions, batch_id: str, reason: str) -> bool:
-    """RUNNING → STOPPED (budget reached); False if the batch was not running."""
+    """RUNNING or SUBMITTING → STOPPED (budget reached); False if it was neither."""
+    active = (BatchState.RUNNING.value, BatchState.SUBMITTING.value)
     with write_transaction(sessions) as session:
         result = session.execute(
             update(BatchRow)
-            .where(BatchRow.id == batch_id, BatchRow.status == BatchState.RUNNING.value)
+            .where(BatchRow.id == batch_id, BatchRow.status.in_(active))
             .values(status=BatchState.STOPPED.value, error=reason, finished_at=utcnow())
             .returning(BatchRow.id)
         )

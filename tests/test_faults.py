@@ -13,20 +13,20 @@ from pathlib import Path
 
 import pytest
 import redis
-from celery import chord
 from sqlalchemy import func, select
 
-from producer.publishing import create_producer_app, short_task_id
+from producer.publishing import Publisher, create_producer_app, short_task_id
 from producer.services import ManagedProcess, start_embedded_redis, start_simulator, wait_for
 from schemas.batch import BatchConfig, Item
 from schemas.settings import Settings
 from schemas.status import BatchState
-from schemas.tasks import AGGREGATE_TASK, JUDGE_TASK, CellRef
+from schemas.tasks import CellRef, SampleRef
 from simulator.personas import latent_quality
 from store.cells import iter_verdicts, list_samples
 from store.engine import session_factory
 from store.models import SampleRow, VerdictRow
 from store.repository import add_items, batch_status, create_batch, load_config, start_batch
+from bench.common import simulator_stats
 from tests.conftest import SIMULATOR_SEED, WorkerStarter, settings_for
 from tests.test_pipeline import run_batch, write_batch
 
@@ -56,14 +56,15 @@ def assert_exactly_once(settings: Settings, batch_id: str) -> None:
 def test_duplicate_delivery_neither_fires_early_nor_double_counts(
     sqlite_workers: Settings, simulator: ManagedProcess
 ) -> None:
-    """Celery's Redis chord counts parts, not cells: a header holding sample 0 twice and
-    sample 2 not at all fires the callback with a cell missing. The verdict must wait for
-    sample 2 and count sample 0 once."""
+    """Sample 0 delivered twice and sample 2 not yet: the cell must not get a verdict with a
+    sample missing or counted twice. Once sample 2 arrives, the verdict counts each once."""
     settings = sqlite_workers
     batch_id = f"dup-{short_task_id()}"
+    tag = batch_id.lower().replace("_", "")
+    model = f"openai/balanced@{tag}"  # counted apart from other tests' calls
     config = BatchConfig.model_validate(
         {
-            "judges": [{"model": "openai/balanced", "n": 3, "api_base": simulator.url}],
+            "judges": [{"model": model, "n": 3, "api_base": simulator.url}],
             "dimensions": ["relevance"],
         }
     )
@@ -72,25 +73,24 @@ def test_duplicate_delivery_neither_fires_early_nor_double_counts(
     add_items(sessions, batch_id, [(0, Item(id="a", output="an answer"))])
     start_batch(sessions, batch_id, n_items=1, n_dimensions=1)
     app = create_producer_app(settings)
-
-    def sample(index: int) -> object:
-        return app.signature(
-            JUDGE_TASK,
-            args=(batch_id, "a", "relevance", "openai/balanced", index),
-            task_id=short_task_id(),
-        )
-
-    body = app.signature(AGGREGATE_TASK, args=(batch_id, "a", "relevance"))
-    chord([sample(0), sample(0), sample(1)], app=app)(body)
     cell = CellRef(batch_id, "a", "relevance")
+    publisher = Publisher(app, config)
+    publisher.publish([SampleRef(*cell, model, i) for i in (0, 0, 1)])
+
+    def answered() -> int:
+        counts = simulator_stats(simulator)["models"].get(f"balanced@{tag}", {})
+        return int(counts.get("200", 0))
+
+    wait_for(lambda: answered() == 3, 30, "three calls (sample 0 twice)")
     wait_for(lambda: len(list_samples(sessions, cell)) == 2, 30, "samples 0 and 1")
-    app.send_task(JUDGE_TASK, args=(batch_id, "a", "relevance", "openai/balanced", 2))
+    assert batch_status(sessions, batch_id).n_verdicts == 0
+    publisher.publish([SampleRef(*cell, model, 2)])
     wait_for(lambda: batch_status(sessions, batch_id).status.finished, 30, "the verdict")
 
     [verdict] = iter_verdicts(sessions, batch_id)
     stored = list_samples(sessions, cell)
     assert [s.sample for s in stored] == [0, 1, 2]
-    assert verdict.llm_evaluations["openai/balanced"].samples == [s.score for s in stored]
+    assert verdict.llm_evaluations[model].samples == [s.score for s in stored]
     assert verdict.consensus_metrics.final_score == pytest.approx(
         statistics.fmean(s.score or 0 for s in stored)
     )

@@ -10,13 +10,13 @@ from pathlib import Path
 import pytest
 
 from producer.loading import load_batch
-from producer.publishing import create_producer_app, publish_cells
+from producer.publishing import Publisher, all_samples, create_producer_app
 from producer.services import redis_answers, start_embedded_redis
 from producer.submission import submit_batch
 from schemas.batch import BatchConfig, Item
 from schemas.results import SampleResult
 from schemas.status import BatchState
-from schemas.tasks import CellRef
+from schemas.tasks import CellRef, SampleRef
 from store.cells import iter_verdicts, list_samples, save_cell
 from store.engine import session_factory
 from store.repository import add_items, batch_status, create_batch, start_batch
@@ -101,15 +101,21 @@ def test_messages_carry_references_not_item_text(tmp_path: Path, redis_url: str)
     assert set(sizes) == {"big", "sml"}
     assert abs(sizes["big"] - sizes["sml"]) <= 8  # only the random task ids may differ
     assert all(big[:100].encode() not in m for m in messages)
-    # Celery's envelope with the chord callback embedded; far from the item size.
-    assert max(sizes.values()) < 1600, sizes
+    # Celery's task protocol 2 in kombu's envelope, no chord: under 1 KB.
+    assert max(sizes.values()) < 1024, sizes
     print(f"queued message sizes in bytes: {sizes}")
 
 
 def test_publish_sends_one_task_per_sample(tmp_path: Path, redis_url: str) -> None:
     settings = settings_for(redis_url, f"sqlite:///{tmp_path / 'jury.db'}")
     app = create_producer_app(settings)
-    sent = publish_cells(app, "b1", CONFIG, ["i1", "i2"])
+    refs = [
+        SampleRef("b1", item, dimension.name, judge, index)
+        for item in ("i1", "i2")
+        for dimension in CONFIG.dimensions
+        for judge, index in all_samples(CONFIG)
+    ]
+    sent = Publisher(app, CONFIG).publish(refs)
     messages = [json.loads(m) for m in queued_messages(settings, drain=True)]
     bodies = [json.loads(m["body"]) for m in messages]
     # Each judge of the panel has a lane (queue) of its own.
@@ -130,7 +136,8 @@ def test_publish_sends_one_task_per_sample(tmp_path: Path, redis_url: str) -> No
         for j, n in (("openai/a", 2), ("openai/b", 1))
         for s in range(n)
     )
-    assert all(body[2]["chord"]["task"] == "jury.aggregate_cell" for body in bodies)
+    assert all(body[2]["chord"] is None for body in bodies)
+    assert all(m["headers"]["ignore_result"] for m in messages)
 
 
 def test_embedded_redis_starts_and_stops(tmp_path: Path) -> None:

@@ -1,13 +1,14 @@
 """What a worker process holds once it has started: the store, caches, the LLM call.
 
-The Celery tasks are thin adapters onto `WorkerRuntime.judge` and `WorkerRuntime.aggregate`.
+The Celery task is a thin adapter onto `WorkerRuntime.judge`.
 
-Exactly-once results rest on the store, not on Celery's chord: every judge task stores its
-sample under the cell's unique key as soon as it has one, and a verdict is built only from
-the stored samples once all of them are there. Celery's Redis chord counts finished parts,
-not distinct cells, so a duplicate delivery can fire the callback early; the callback then
-finds the cell incomplete and waits (retries), and the sweeper finalizes any complete cell
-that still has no verdict.
+Exactly-once results rest on the store, not on a Celery chord: every judge task stores its
+sample under the cell's unique key as soon as it has one, then counts the cell's stored
+samples, and the task that finds them all there builds the verdict (after its own commit, so
+of two tasks finishing a cell together at least one sees it complete; if both do, the second
+verdict write is a no-op). A duplicate delivery can neither fire a verdict early nor count a
+sample twice. The sweeper finalizes any complete cell still without a verdict (a worker died
+between the two steps).
 """
 
 from __future__ import annotations
@@ -15,10 +16,8 @@ from __future__ import annotations
 import functools
 import logging
 import time
-from typing import Any
 
 import redis
-from pydantic import ValidationError
 
 from schemas.batch import BatchConfig, Item
 from schemas.errors import JuryError
@@ -26,7 +25,7 @@ from schemas.results import SampleResult, Verdict
 from schemas.settings import Settings
 from schemas.status import BatchState
 from schemas.tasks import CellRef, SampleRef
-from store.cells import list_samples, record_sample, save_cell, stored_cost
+from store.cells import count_cell_samples, list_samples, record_sample, save_cell, stored_cost
 from store.engine import session_factory
 from store.repository import (
     batch_state,
@@ -35,7 +34,7 @@ from store.repository import (
     load_item,
     stop_running_batch,
 )
-from worker.aggregation import build_verdict, unique_samples
+from worker.aggregation import build_verdict
 from worker.budget import BudgetMeter
 from worker.gating import Deferred, GatedCall
 from worker.judging import CallJudge, RetryPolicy, judge_one_sample
@@ -51,6 +50,14 @@ CONFIG_CACHE_SIZE = 64
 STATE_TTL_S = 2.0
 # error_kind of a sample that was not judged (batch cancelled or out of budget).
 SKIPPED = "skipped"
+
+
+class SampleNotStored(JuryError):
+    """The store refused a judged sample; the task retries storing it, without calling again."""
+
+    def __init__(self, result: SampleResult, cause: Exception) -> None:
+        super().__init__(f"could not store sample {result.judge}#{result.sample}: {cause}")
+        self.result = result
 
 
 class CellIncomplete(JuryError):
@@ -120,12 +127,31 @@ class WorkerRuntime:
         self._states.pop(batch_id, None)
         return reason
 
-    def judge(self, ref: SampleRef) -> SampleResult:
-        """One sample, stored; any failure, even our own, becomes an error sample, never a
-        raise (a raise would fail the chord)."""
+    def judge(self, ref: SampleRef, judged: SampleResult | None = None) -> SampleResult:
+        """One sample, stored, and the cell's verdict if that sample completed it.
+
+        Any failure of the call, even our own, becomes a stored error sample. `judged` is a
+        result an earlier attempt obtained but could not store (SampleNotStored).
+        """
         state = self.state(ref.batch_id)
         if state.skips_work:
             return self._skipped(ref, f"batch {state.value}")
+        result = judged or self._call(ref)
+        if result.error_kind == SKIPPED:
+            return result
+        if judged is None:
+            try:
+                self.budget.spend(ref.batch_id, result.cost_usd)
+            except Exception:
+                log.exception("could not update the budget meter of %s", ref.batch_id)
+        try:
+            record_sample(self.sessions, ref.cell, result)
+        except Exception as exc:
+            raise SampleNotStored(result, exc) from exc
+        self.finalize_if_complete(ref.cell)
+        return result
+
+    def _call(self, ref: SampleRef) -> SampleResult:
         try:
             config = self.config(ref.batch_id)
             out_of_budget = self._out_of_budget(ref.batch_id, config)
@@ -147,40 +173,23 @@ class WorkerRuntime:
                 error_kind="internal",
                 attempts=0,
             )
-        try:
-            self.budget.spend(ref.batch_id, result.cost_usd)
-        except Exception:
-            log.exception("could not update the budget meter of %s", ref.batch_id)
-        try:
-            record_sample(self.sessions, ref.cell, result)
-        except Exception:
-            # The chord carries the result to the callback, which stores it there.
-            log.exception("could not store sample %s now; the callback will", ref)
         return result
 
-    def aggregate(self, cell: CellRef, raw_results: list[Any]) -> Verdict | None:
-        """Build and store the verdict of a cell from its stored samples (plus the chord's).
-
-        Raises CellIncomplete when a sample is still missing; returns None for a cancelled
-        batch, whose cells are left as they are.
-        """
-        if self.state(cell.batch_id).skips_work:
+    def finalize_if_complete(self, cell: CellRef) -> Verdict | None:
+        """The verdict, if every sample of the cell is stored (a cheap count first)."""
+        expected = self.config(cell.batch_id).samples_per_cell
+        if count_cell_samples(self.sessions, cell) < expected:
             return None
-        delivered = []
-        for raw in raw_results or []:
-            try:
-                delivered.append(SampleResult.model_validate(raw))
-            except ValidationError:
-                log.warning("dropping a malformed sample result for %s: %.200r", cell, raw)
-        return self.finalize(cell, [s for s in delivered if s.error_kind != SKIPPED])
+        try:
+            return self.finalize(cell)
+        except CellIncomplete:
+            log.warning("%s has samples of judges outside the panel; left to the sweeper", cell)
+            return None
 
-    def finalize(self, cell: CellRef, delivered: list[SampleResult] | None = None) -> Verdict:
+    def finalize(self, cell: CellRef) -> Verdict:
         config = self.config(cell.batch_id)
         panel = config.panel
-        # The stored sample wins: it is what the results will show, first delivery first.
-        samples = unique_samples(delivered or [])
-        for stored in list_samples(self.sessions, cell):
-            samples[(stored.judge, stored.sample)] = stored
+        samples = {(s.judge, s.sample): s for s in list_samples(self.sessions, cell)}
         expected = [(j.name, i) for j in panel for i in range(j.n)]
         missing = [key for key in expected if key not in samples]
         if missing:
