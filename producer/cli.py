@@ -204,15 +204,18 @@ def results(batch_id: str, fmt: str, output: Path | None) -> None:
     "--output",
     "-o",
     type=click.Path(dir_okay=False, path_type=Path),
-    help="Write the page here (default: report-BATCH_ID.html).",
+    help="Write the page here (default: report-BATCH_ID.html; `-`: standard output).",
 )
 @user_errors
 def report(batch_id: str, output: Path | None) -> None:
     """Write a self-contained HTML report: score distributions, per-judge scores, judge
     agreement, and the flagged records to review first."""
-    from producer.html_report import write_report
+    from producer.html_report import build_report, write_report
 
     sessions = session_factory(_settings().database_url)
+    if str(output) == "-":
+        sys.stdout.write(build_report(sessions, batch_id))
+        return
     output = output or Path(f"report-{batch_id}.html")
     size = write_report(sessions, batch_id, output)
     click.echo(f"wrote {output} ({size / 1024:.0f} KiB)")
