@@ -2,8 +2,8 @@
 
 Flower shows what task events carry: the task's name, its arguments as the producer wrote
 them (`argsrepr`: five references — batch, item, dimension, judge, sample — never item text
-or a key) and its result (a sample: score, error kind, redacted error). Here the arguments
-are labelled on the page, and the tasks table shows them.
+or a key), its state, runtime and worker. Here the arguments are labelled on the page, and the
+tasks table shows them. Results live in the store, not in Flower.
 """
 
 from __future__ import annotations
