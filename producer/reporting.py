@@ -223,14 +223,14 @@ def _spearman_text(agreement: Agreement) -> str:
         return f"{pairs[0].spearman:.2f}"
     mean = sum(p.spearman or 0 for p in pairs) / len(pairs)
     low = min(pairs, key=lambda p: p.spearman or 0)
-    return f"{mean:.2f} mean; lowest {_short(low.judge_a)}~{_short(low.judge_b)} {low.spearman:.2f}"
+    return f"{mean:.2f}, min {low.spearman:.2f} ({_short(low.judge_a)}~{_short(low.judge_b)})"
 
 
 def agreement_table(report: AgreementReport) -> tuple[Table, list[str]]:
     """The agreement statistics, one row per dimension and one for all cells, and the notes
     that say why a statistic is undefined."""
     table = Table(title="agreement between judges", box=box.SIMPLE_HEAD, header_style="bold")
-    for column in ("criterion", "items", "α interval", "α ordinal", "Spearman", "bias"):
+    for column in ("criterion", "items", "α interval", "α ordinal", "Spearman (mean)", "bias"):
         table.add_column(column, justify="right" if column.startswith(("items", "α")) else "left")
     table.add_column("within-model share", justify="right")
     notes: list[str] = []
