@@ -25,8 +25,9 @@ from __future__ import annotations
 import math
 import statistics
 from array import array
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from itertools import combinations
 from typing import Literal
 
@@ -76,12 +77,13 @@ class Coincidences:
 
     def __init__(self) -> None:
         self.pairs: defaultdict[tuple[float, float], float] = defaultdict(float)
-        self.value_counts: Counter[float] = Counter()
+        self.value_counts: defaultdict[float, int] = defaultdict(int)
 
     def add_unit(self, values: Iterable[float | None]) -> None:
-        present = Counter(
-            round(v, _VALUE_DIGITS) + 0.0 for v in values if v is not None and not math.isnan(v)
-        )
+        self.add_counts(_value_counts(v for v in values if v is not None and not math.isnan(v)))
+
+    def add_counts(self, present: Mapping[float, int]) -> None:
+        """Add one unit, given how many coders gave it each value."""
         m = sum(present.values())
         if m < 2:
             return  # not pairable: a lone value says nothing about agreement
@@ -104,6 +106,14 @@ class Coincidences:
         spread = sum(n_c * (position(c) - mean) ** 2 for c, n_c in self.value_counts.items())
         expected = 2 * n * spread
         return 1.0 - (n - 1) * observed / expected, None
+
+
+def _value_counts(values: Iterable[float]) -> dict[float, int]:
+    counts: dict[float, int] = {}
+    for value in values:
+        key = round(value, _VALUE_DIGITS) + 0.0  # + 0.0 turns -0.0 into 0.0
+        counts[key] = counts.get(key, 0) + 1
+    return counts
 
 
 def _identity(value: float) -> float:
@@ -165,6 +175,48 @@ def spearman(xs: Sequence[float], ys: Sequence[float]) -> float | None:
     return sxy / math.sqrt(sxx * syy)
 
 
+@dataclass(frozen=True)
+class _Cell:
+    """What one record contributes, computed once for its dimension and for the batch."""
+
+    judges: tuple[str, ...]  # every judge on the record, scored or not
+    scores: dict[str, float]  # the judges that scored
+    value_counts: dict[float, int]
+    offsets: dict[str, float]  # from the mean of the judges that scored
+    ss_within: float
+    ss_between: float
+
+
+def _cell_of(evaluations: Mapping[str, JudgeEvaluation]) -> _Cell:
+    scores = {
+        judge: e.aggregated_score
+        for judge, e in evaluations.items()
+        if e.aggregated_score is not None
+    }
+    if len(scores) < 2:
+        return _Cell(tuple(evaluations), scores, {}, {}, 0.0, 0.0)
+    panel_mean = sum(scores.values()) / len(scores)
+    # One-way decomposition of the cell's sample scores: within judges vs between them.
+    samples = [evaluations[judge].samples for judge in scores]
+    pooled = [x for judge_samples in samples for x in judge_samples]
+    ss_within = ss_between = 0.0
+    if len(pooled) > 1:
+        grand_mean = sum(pooled) / len(pooled)
+        for judge_samples in samples:
+            if judge_samples:
+                judge_mean = sum(judge_samples) / len(judge_samples)
+                ss_within += sum((x - judge_mean) ** 2 for x in judge_samples)
+                ss_between += len(judge_samples) * (judge_mean - grand_mean) ** 2
+    return _Cell(
+        judges=tuple(evaluations),
+        scores=scores,
+        value_counts=_value_counts(scores.values()),
+        offsets={judge: score - panel_mean for judge, score in scores.items()},
+        ss_within=ss_within,
+        ss_between=ss_between,
+    )
+
+
 class _Scope:
     """The running state for one dimension, or for the whole batch."""
 
@@ -179,47 +231,26 @@ class _Scope:
         self.ss_within = 0.0
         self.ss_between = 0.0
 
-    def _column(self, judge: str) -> int:
-        if judge not in self.judges:
-            self.judges[judge] = len(self.columns)
-            self.columns.append(array("d", [_MISSING]) * self.n_units)
-            self.offset_sums.append(0.0)
-            self.offset_counts.append(0)
-        return self.judges[judge]
-
-    def add(self, evaluations: Mapping[str, JudgeEvaluation]) -> None:
-        scores: dict[int, float] = {}
-        for judge, evaluation in evaluations.items():
-            column = self._column(judge)
-            if evaluation.aggregated_score is not None:
-                scores[column] = evaluation.aggregated_score
-        for column, values in enumerate(self.columns):
-            values.append(scores.get(column, _MISSING))
+    def add(self, cell: _Cell) -> None:
+        for judge in cell.judges:
+            if judge not in self.judges:
+                self.judges[judge] = len(self.columns)
+                self.columns.append(array("d", [_MISSING]) * self.n_units)
+                self.offset_sums.append(0.0)
+                self.offset_counts.append(0)
+        for judge, column in self.judges.items():
+            self.columns[column].append(cell.scores.get(judge, _MISSING))
         self.n_units += 1
-        if len(scores) < 2:
+        if not cell.offsets:
             return
         self.n_pairable += 1
-        self.coincidences.add_unit(list(scores.values()))
-        panel_mean = statistics.fmean(scores.values())
-        for column, score in scores.items():
-            self.offset_sums[column] += score - panel_mean
+        self.coincidences.add_counts(cell.value_counts)
+        for judge, offset in cell.offsets.items():
+            column = self.judges[judge]
+            self.offset_sums[column] += offset
             self.offset_counts[column] += 1
-        self._add_variance(
-            [e.samples for e in evaluations.values() if e.aggregated_score is not None]
-        )
-
-    def _add_variance(self, samples_per_judge: list[list[float]]) -> None:
-        """One-way decomposition of the cell's sample scores: within vs between judges."""
-        pooled = [x for samples in samples_per_judge for x in samples]
-        if len(pooled) < 2:
-            return
-        grand_mean = statistics.fmean(pooled)
-        for samples in samples_per_judge:
-            if not samples:
-                continue
-            judge_mean = statistics.fmean(samples)
-            self.ss_within += sum((x - judge_mean) ** 2 for x in samples)
-            self.ss_between += len(samples) * (judge_mean - grand_mean) ** 2
+        self.ss_within += cell.ss_within
+        self.ss_between += cell.ss_between
 
     def report(self) -> Agreement:
         names = list(self.judges)
@@ -274,8 +305,9 @@ class AgreementAccumulator:
         self._dimensions: dict[str, _Scope] = {}
 
     def add(self, verdict: Verdict) -> Verdict:
-        self._overall.add(verdict.llm_evaluations)
-        self._dimensions.setdefault(verdict.criterion_id, _Scope()).add(verdict.llm_evaluations)
+        cell = _cell_of(verdict.llm_evaluations)
+        self._overall.add(cell)
+        self._dimensions.setdefault(verdict.criterion_id, _Scope()).add(cell)
         return verdict
 
     def report(self) -> AgreementReport:
