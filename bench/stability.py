@@ -54,6 +54,7 @@ Cell = tuple[str, str]
 
 @dataclass(frozen=True)
 class Configuration:
+    key: str  # names its batch file
     label: str
     personas: tuple[str, ...]
     n: int
@@ -103,7 +104,7 @@ def write_batch(
         }
         for persona in config.personas
     ]
-    batch = folder / f"{config.label.replace(' ', '_').replace(',', '').replace('=', '')}.json"
+    batch = folder / f"{config.key}.json"
     batch.write_text(
         json.dumps(
             {
@@ -130,7 +131,9 @@ def run_once(
     return RunResult(verdicts, seconds, batch_agreement(verdicts.values()).overall.alpha_interval)
 
 
-def stability(runs: list[RunResult], truth: dict[Cell, float], threshold: float) -> dict[str, Any]:
+def stability(
+    runs: list[RunResult], truth: dict[Cell, float], thresholds: dict[str, float]
+) -> dict[str, Any]:
     """Flip rate and spread between runs, error against the truth, for one configuration."""
     flip_rates: list[float] = []
     changed = 0
@@ -150,7 +153,7 @@ def stability(runs: list[RunResult], truth: dict[Cell, float], threshold: float)
         if len(finals) > 1:
             spreads.append(statistics.stdev(finals))
         errors += [abs(s - true_score) for s in finals]
-        wrong += sum(p != (true_score >= threshold) for p in passes)
+        wrong += sum(p != (true_score >= thresholds[cell[1]]) for p in passes)
         judged += len(passes)
     alphas = [r.alpha_interval for r in runs if r.alpha_interval is not None]
     return {
@@ -199,13 +202,13 @@ def main() -> None:
         parser.error("--runs must be at least 2 (flips are between runs) and --items at least 1")
     panel = tuple(p.strip() for p in args.panel.split(",") if p.strip())
     configurations = [
-        Configuration("single, T=0", (args.single,), 1, 0.0),
-        Configuration("single, T=0.8", (args.single,), 1, 0.8),
-        Configuration(f"panel {len(panel)}×{args.n}, T=0.8", panel, args.n, 0.8),
+        Configuration("single-t0", "single, T=0", (args.single,), 1, 0.0),
+        Configuration("single-t08", "single, T=0.8", (args.single,), 1, 0.8),
+        Configuration("panel", f"panel {len(panel)}×{args.n}, T=0.8", panel, args.n, 0.8),
     ]
     outputs = item_outputs(args.items)
     truth = truths(outputs, args.seed)
-    threshold = Dimension.model_validate(DIMENSIONS[0]).resolved_threshold
+    thresholds = {name: Dimension.model_validate(name).resolved_threshold for name in DIMENSIONS}
     runs: dict[str, list[RunResult]] = {c.label: [] for c in configurations}
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="jury-bench-") as tmp:
@@ -220,7 +223,7 @@ def main() -> None:
                     runs[config.label].append(run_once(stack, folder, outputs, config))
                 print(f"round {run + 1}/{args.runs} done", flush=True)
             total_calls = int(simulator_stats(stack.simulator)["total"])  # type: ignore[call-overload]
-    results = {label: stability(r, truth, threshold) for label, r in runs.items()}
+    results = {label: stability(r, truth, thresholds) for label, r in runs.items()}
     calls = {c.label: len(c.personas) * c.n for c in configurations}
     print()
     print_table(results, calls)
