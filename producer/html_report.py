@@ -48,6 +48,7 @@ h2{border-bottom:2px solid #1d2b3a;padding-bottom:4px}
 .cards{display:flex;flex-wrap:wrap;gap:16px}
 .card{background:#fff;border:1px solid #ddd;border-radius:6px;padding:10px 14px;
 max-width:min(100%,600px);overflow-x:auto;box-sizing:border-box}
+.card.wide{max-width:100%}
 .card h3{margin:4px 0 8px;font-size:15px}
 table.grid{border-collapse:collapse;margin:10px 0;background:#fff}
 table.grid th,table.grid td{border:1px solid #ddd;padding:4px 8px;text-align:left;

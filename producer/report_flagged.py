@@ -8,7 +8,7 @@ from html import escape
 
 from producer.report_sections import fmt_score
 from schemas.batch import Item
-from schemas.results import Level, Verdict
+from schemas.results import JudgeEvaluation, Level, Verdict
 
 FLAGGED_SHOWN = 100
 EXCERPT_CHARS = 600
@@ -82,9 +82,7 @@ class FlaggedSection:
     def _row(self, verdict: Verdict) -> str:
         m = verdict.consensus_metrics
         scores = "<br>".join(
-            f"{escape(j)}: {fmt_score(e.aggregated_score)} "
-            f"<small>[{', '.join(f'{s:g}' for s in e.samples)}"
-            f"{f'; {e.n_failed} failed' if e.n_failed else ''}]</small>"
+            f"{escape(j)}: {fmt_score(e.aggregated_score)} <small>[{_samples(e)}]</small>"
             for j, e in verdict.llm_evaluations.items()
         )
         reasons = [*verdict.flag_reasons, *([verdict.error] if verdict.error else [])]
@@ -106,6 +104,13 @@ class FlaggedSection:
             f'<td>{fmt_score(m.cross_model_std)}</td><td class="lvl-{level}">{level}</td>'
             f"<td>{scores}</td><td>{why}</td></tr>"
         )
+
+
+def _samples(evaluation: JudgeEvaluation) -> str:
+    parts = [", ".join(f"{s:g}" for s in evaluation.samples)] if evaluation.samples else []
+    if evaluation.n_failed:
+        parts.append(f"{evaluation.n_failed} failed")
+    return "; ".join(parts)
 
 
 def _plural(n: int, noun: str) -> str:

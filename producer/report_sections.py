@@ -17,7 +17,15 @@ from producer.svg_charts import Bar, Series, colour, diverging_bars, grouped_bar
 from schemas.batch import Dimension
 from schemas.results import Verdict
 
-N_BINS = 8
+MAX_BINS = 10
+# Bin widths a reader can follow: a 1–5 scale gets halves, 1–10 whole points, 0–100 tens.
+NICE_WIDTHS = tuple(m * 10.0**e for e in range(-3, 7) for m in (1, 2, 2.5, 5))
+
+
+def bin_width(low: float, high: float) -> float:
+    """The narrowest nice width that splits [low, high] into at most MAX_BINS bins."""
+    span = high - low
+    return next((w for w in NICE_WIDTHS if span / w <= MAX_BINS + 1e-9), span / MAX_BINS)
 
 
 class Section(Protocol):
@@ -63,18 +71,22 @@ class DimensionScores:
     low: float
     high: float
     threshold: float
-    bins: list[int] = field(default_factory=lambda: [0] * N_BINS)
+    bins: list[int] = field(default_factory=list)
     scores: Moments = field(default_factory=Moments)
     unscored: int = 0
     passed: int = 0
     consensus: Counter[str] = field(default_factory=Counter)
 
+    def __post_init__(self) -> None:
+        self.width = bin_width(self.low, self.high)
+        self.bins = [0] * max(1, math.ceil((self.high - self.low) / self.width - 1e-9))
+
     def bin_of(self, score: float) -> int:
-        width = (self.high - self.low) / N_BINS
-        return min(N_BINS - 1, max(0, int((score - self.low) / width)))
+        """Bins are [low, low + width), …; the top of the scale falls in the last one."""
+        return min(len(self.bins) - 1, max(0, int((score - self.low) / self.width + 1e-9)))
 
     def bin_low(self, index: int) -> float:
-        return self.low + index * (self.high - self.low) / N_BINS
+        return round(self.low + index * self.width, 9)
 
 
 class DistributionSection:
@@ -110,7 +122,8 @@ class DistributionSection:
                     f"{s.bin_low(i):g}",
                     count,
                     f"{count} records with a final score in "
-                    f"[{s.bin_low(i):g}, {s.bin_low(i + 1):g}{']' if i == N_BINS - 1 else ')'}",
+                    f"[{s.bin_low(i):g}, {min(s.bin_low(i + 1), s.high):g}"
+                    f"{']' if i == len(s.bins) - 1 else ')'}",
                     highlight=s.bin_low(i) >= s.threshold,
                 )
                 for i, count in enumerate(s.bins)
@@ -180,7 +193,7 @@ class JudgeComparisonSection:
                 if self.unscored[(d, judge)]:
                     extra.append(f"no score on {self.unscored[(d, judge)]}")
                 note = f'<br><span class="warn">{", ".join(extra)}</span>' if extra else ""
-                spread = f"{fmt_score(m.mean)} ± {fmt_score(m.std)}"
+                spread = f"{fmt_score(m.mean)} ± {fmt_score(m.std)}" if m.n else "no score"
                 cells.append(f"<td>{spread} <small>(n={m.n})</small>{note}</td>")
             rows.append(f"<tr><th>{escape(judge)}</th>{''.join(cells)}</tr>")
         return (
@@ -243,7 +256,7 @@ class AgreementSection:
             + '<table class="grid"><thead><tr><th>judge</th><th>mean offset</th>'
             "<th>mean |offset|</th><th>records</th></tr></thead><tbody>"
             + offset_rows
-            + '</tbody></table></div><div class="card">'
+            + '</tbody></table></div><div class="card wide">'
             "<h3>Pairwise mean absolute difference</h3>" + self._matrix() + "</div></div>"
         )
 

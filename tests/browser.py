@@ -68,6 +68,7 @@ def console_errors(driver: Any) -> list[str]:
 
 
 def full_page_screenshot(driver: Any, path: Path) -> bytes:
+    driver.execute_script("window.scrollTo(0, 0)")
     height = int(driver.execute_script("return document.documentElement.scrollHeight"))
     driver.set_window_size(WINDOW[0], min(max(height, WINDOW[1]), 8000))
     driver.save_screenshot(str(path))

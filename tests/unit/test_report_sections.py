@@ -10,10 +10,12 @@ from producer.flower_ui import check_basic_auth, format_task, label_args
 from producer.report_flagged import FlaggedSection, review_priority
 from producer.report_sections import (
     AgreementSection,
+    DimensionScores,
     DistributionSection,
     JudgeComparisonSection,
     Moments,
     agreement_html,
+    bin_width,
 )
 from producer.svg_charts import Bar, histogram
 from schemas.batch import Dimension
@@ -87,6 +89,13 @@ def test_distribution_bins_scores_over_the_scale() -> None:
     assert scores.consensus == {"HIGH": 5, "NONE": 1}
     html = section.html()
     assert html.count("<rect") == 8 and "threshold 3.5, passed 60%" in html
+
+
+def test_bins_have_widths_a_reader_can_follow() -> None:
+    assert bin_width(1, 5) == 0.5 and bin_width(1, 10) == 1 and bin_width(0, 100) == 10
+    tone = DimensionScores(low=1, high=10, threshold=6)
+    assert len(tone.bins) == 9 and tone.bin_of(10) == 8 and tone.bin_of(5.99) == 4
+    assert DimensionScores(low=0, high=1, threshold=0.5).bin_of(0.3) == 3  # not 2.999…
 
 
 def test_judge_comparison_means_and_failures() -> None:
