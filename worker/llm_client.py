@@ -123,6 +123,11 @@ def _cost(judge: Judge, prompt_tokens: int, completion_tokens: int, response: An
         return prompt_tokens * (judge.input_cost_per_token or 0.0) + completion_tokens * (
             judge.output_cost_per_token or 0.0
         )
+    # LiteLLM has priced the call already, while logging it: computing it again costs a
+    # worker about a millisecond per call.
+    hidden = getattr(response, "_hidden_params", None) or {}
+    if "response_cost" in hidden:  # None: a model missing from the price map
+        return float(hidden["response_cost"] or 0.0)
     try:
         return float(litellm.completion_cost(completion_response=response) or 0.0)
     except Exception:

@@ -166,6 +166,8 @@ class RedisRateLimiter:
         return Permit(int(outcome), wait, token)
 
     def finish(self, key: str, limits: Limits, token: str, extra_tokens: int) -> None:
+        if not (limits.max_in_flight or (limits.tpm and extra_tokens)):
+            return  # no slot held, nothing to charge: spare the round trip
         keys = _keys(self.prefix, key)
         self._finish(
             keys=[keys[1], keys[3]], args=[token, limits.tpm or 0, extra_tokens, STATE_TTL_MS]

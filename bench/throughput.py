@@ -1,0 +1,293 @@
+"""Throughput and overhead: a large batch against a zero-latency, unlimited simulator.
+
+Runs, side by side in one run:
+  publish   `jury submit` of the large batch with no worker and no bound: the producer's rate
+  jury-N    the batch end to end (producer, workers, store), bounded queues (back-pressure)
+  jury-n    a smaller batch with the same bound: peak Redis memory follows the bound, not the size
+  baseline  one process, asyncio.gather with a semaphore, calling LiteLLM for the same judgments
+
+and prints judgments per second, CPU milliseconds per judgment per process kind, peak Redis
+memory and peak worker RSS: a table for people and one JSON line for machines.
+
+    python -m bench.throughput [--judgments 100000] [--small 20000] [--workers 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import psutil
+import redis
+
+from bench.common import local_stack, worker_env
+from producer.services import wait_for
+from store.engine import session_factory
+from store.repository import batch_status
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+JUDGES = ["balanced", "lenient", "strict"]
+DIMENSIONS = ["relevance", "accuracy", "helpfulness", "depth", "creativity"]
+SAMPLES = 3
+JURY = [sys.executable, "-c", "from producer.cli import main; main()"]
+PER_ITEM = len(JUDGES) * len(DIMENSIONS) * SAMPLES
+SIMULATOR = ["--latency-ms", "0", "--latency-sigma", "0"]
+
+
+def write_batch(folder: Path, api_base: str, judgments: int) -> tuple[Path, int]:
+    """A batch of at least `judgments` judge calls; returns its path and the exact count."""
+    n_items = -(-judgments // PER_ITEM)
+    folder.mkdir(parents=True, exist_ok=True)
+    with (folder / "items.jsonl").open("w") as out:
+        for n in range(n_items):
+            item = {"id": f"i{n:06d}", "input": f"Question {n}?", "output": f"Answer {n}."}
+            out.write(json.dumps(item) + "\n")
+    judges = ",".join(
+        f"{{model: openai/{j}, n: {SAMPLES}, api_base: '{api_base}'}}" for j in JUDGES
+    )
+    batch = folder / "batch.yaml"
+    batch.write_text(
+        f"name: throughput\njudges: [{judges}]\ndimensions: [{', '.join(DIMENSIONS)}]\n"
+        "items: items.jsonl\n"
+    )
+    return batch, n_items * PER_ITEM
+
+
+class Peaks(threading.Thread):
+    """Samples Redis memory and worker RSS every half second."""
+
+    def __init__(self, redis_url: str, pids: list[int]) -> None:
+        super().__init__(daemon=True)
+        self.client = redis.Redis.from_url(redis_url)
+        self.processes = [psutil.Process(pid) for pid in pids]
+        self.base_memory = int(self.client.info("memory")["used_memory"])
+        self.redis_bytes = 0
+        self.rss_bytes = 0
+        self.stopped = threading.Event()
+
+    def run(self) -> None:
+        while not self.stopped.wait(0.5):
+            used = int(self.client.info("memory")["used_memory"]) - self.base_memory
+            self.redis_bytes = max(self.redis_bytes, used)
+            for process in self.processes:
+                tree = [process, *process.children(recursive=True)]
+                self.rss_bytes = max(self.rss_bytes, sum(p.memory_info().rss for p in tree))
+
+
+def cpu_seconds(pid: int) -> float:
+    process = psutil.Process(pid)
+    total = 0.0
+    for p in [process, *process.children(recursive=True)]:
+        times = p.cpu_times()
+        total += times.user + times.system
+    return total
+
+
+def run_producer(env: dict[str, str], batch: Path, batch_id: str, cwd: Path) -> dict[str, float]:
+    """`jury submit` as its own process; its wall time and CPU seconds (from wait4)."""
+    started = time.monotonic()
+    command = [*JURY, "submit", str(batch), "--batch-id", batch_id]
+    process = subprocess.Popen([*command, "--quiet"], env=env, cwd=cwd)
+    _, status, usage = os.wait4(process.pid, 0)
+    process.returncode = os.waitstatus_to_exitcode(status)
+    if process.returncode != 0:
+        raise SystemExit(f"jury submit failed with exit code {process.returncode}")
+    return {"wall_s": time.monotonic() - started, "cpu_s": usage.ru_utime + usage.ru_stime}
+
+
+def run_publish_only(folder: Path, args: argparse.Namespace) -> dict[str, Any]:
+    with local_stack(folder, "publish", SIMULATOR, 0, max_queued_tasks=10**9) as stack:
+        batch, judgments = write_batch(folder, stack.simulator.url, args.judgments)
+        producer = run_producer(worker_env(stack.settings), batch, "publish", folder)
+        queued = sum(
+            redis.Redis.from_url(stack.settings.broker_url).llen(q)
+            for q in stack.settings.all_queues
+        )
+        assert queued == judgments, (queued, judgments)
+        return {
+            "run": "publish",
+            "judgments": judgments,
+            "wall_s": round(producer["wall_s"], 2),
+            "publish_per_s": round(judgments / producer["wall_s"]),
+            "cpu_ms": {"producer": round(1000 * producer["cpu_s"] / judgments, 3)},
+        }
+
+
+def run_jury(folder: Path, label: str, judgments_wanted: int, args: argparse.Namespace) -> Any:
+    options = {
+        "max_queued_tasks": args.max_queued,
+        "worker_concurrency": args.concurrency,
+        "sweep_interval_s": 30.0,
+    }
+    with local_stack(folder, label, SIMULATOR, args.workers, **options) as stack:
+        batch, judgments = write_batch(folder, stack.simulator.url, judgments_wanted)
+        pids = [w.process.pid for w in stack.workers]
+        peaks = Peaks(stack.settings.broker_url, pids)
+        cpu_before = {pid: cpu_seconds(pid) for pid in pids}
+        simulator_before = cpu_seconds(stack.simulator.process.pid)
+        redis_before = cpu_seconds(stack.redis.process.pid)
+        peaks.start()
+        started = time.monotonic()
+        producer = run_producer(worker_env(stack.settings), batch, label, folder)
+        sessions = session_factory(stack.settings.database_url)
+        wait_for(lambda: batch_status(sessions, label).status.finished, 3600, "the batch", 0.5)
+        wall = time.monotonic() - started
+        peaks.stopped.set()
+        status = batch_status(sessions, label)
+        workers_cpu = sum(cpu_seconds(pid) - cpu_before[pid] for pid in pids)
+        per = 1000 / judgments
+        return {
+            "run": label,
+            "judgments": judgments,
+            "wall_s": round(wall, 1),
+            "judgments_per_s": round(judgments / wall),
+            "samples_stored": status.n_samples,
+            "failed": status.n_failed_samples,
+            "cpu_ms": {
+                "producer": round(producer["cpu_s"] * per, 3),
+                "workers": round(workers_cpu * per, 3),
+                "redis": round((cpu_seconds(stack.redis.process.pid) - redis_before) * per, 3),
+                "simulator (not jury)": round(
+                    (cpu_seconds(stack.simulator.process.pid) - simulator_before) * per, 3
+                ),
+            },
+            "peak_redis_mb": round(peaks.redis_bytes / 2**20, 1),
+            "peak_worker_rss_mb": round(peaks.rss_bytes / 2**20 / max(1, len(pids)), 1),
+        }
+
+
+async def _baseline(api_base: str, judgments: int, concurrency: int) -> int:
+    import litellm
+
+    from schemas.batch import Scale
+    from worker.parsing import parse_score  # the same parsing jury applies
+
+    scale = Scale(min=1, max=5)
+
+    semaphore = asyncio.Semaphore(concurrency)
+    parsed = 0
+
+    async def one(n: int) -> None:
+        nonlocal parsed
+        judge, dimension = JUDGES[n % len(JUDGES)], DIMENSIONS[(n // 3) % len(DIMENSIONS)]
+        prompt = (
+            f"Criterion: {dimension}\nScale: 1 to 5\n<data-ab12>\n<output>\nAnswer {n // 45}."
+            '\n</output>\n</data-ab12>\nAnswer with JSON: {"score": <number>}'
+        )
+        async with semaphore:
+            response = await litellm.acompletion(
+                model=f"openai/{judge}",
+                api_base=api_base,
+                api_key="x",
+                messages=[{"role": "user", "content": prompt}],
+                temperature=0.8,
+                num_retries=0,
+                max_retries=0,
+            )
+        parse_score(response.choices[0].message.content, scale)
+        parsed += 1
+
+    await asyncio.gather(*(one(n) for n in range(judgments)))
+    return parsed
+
+
+def run_baseline(folder: Path, judgments: int, args: argparse.Namespace) -> dict[str, Any]:
+    with local_stack(folder, "baseline", SIMULATOR, 0) as stack:
+        simulator_before = cpu_seconds(stack.simulator.process.pid)
+        command = [
+            sys.executable,
+            "-m",
+            "bench.throughput",
+            "--baseline-child",
+            stack.simulator.url,
+            "--judgments",
+            str(judgments),
+            "--baseline-concurrency",
+            str(args.baseline_concurrency),
+        ]
+        started = time.monotonic()
+        process = subprocess.Popen(command)
+        peak_rss = 0
+        child = psutil.Process(process.pid)
+        while process.poll() is None:
+            try:
+                peak_rss = max(peak_rss, child.memory_info().rss)
+                usage = child.cpu_times()
+                cpu = usage.user + usage.system
+            except psutil.NoSuchProcess:
+                break
+            time.sleep(0.5)
+        wall = time.monotonic() - started
+        if process.wait() != 0:
+            raise SystemExit("the asyncio baseline failed")
+        simulator_cpu = cpu_seconds(stack.simulator.process.pid) - simulator_before
+        per = 1000 / judgments
+        return {
+            "run": "asyncio baseline",
+            "judgments": judgments,
+            "wall_s": round(wall, 1),
+            "judgments_per_s": round(judgments / wall),
+            "cpu_ms": {
+                "baseline process": round(cpu * per, 3),
+                "simulator (not jury)": round(simulator_cpu * per, 3),
+            },
+            "peak_worker_rss_mb": round(peak_rss / 2**20, 1),
+        }
+
+
+def print_table(rows: list[dict[str, Any]]) -> None:
+    kinds = sorted({kind for row in rows for kind in row.get("cpu_ms", {})})
+    columns = ["judgments", "wall_s", "publish_per_s", "judgments_per_s"]
+    columns += ["peak_redis_mb", "peak_worker_rss_mb"]
+    print(f"{'':<30}" + "".join(f"{row['run']:>18}" for row in rows))
+    for column in columns:
+        print(f"{column:<30}" + "".join(f"{row.get(column, '-')!s:>18}" for row in rows))
+    for kind in kinds:
+        print(
+            f"{'cpu ms/judgment ' + kind:<30}"
+            + "".join(f"{row.get('cpu_ms', {}).get(kind, '-')!s:>18}" for row in rows)
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--judgments", type=int, default=100_000)
+    parser.add_argument("--small", type=int, default=20_000, help="the second, smaller batch")
+    parser.add_argument("--workers", type=int, default=2, help="worker processes")
+    parser.add_argument("--concurrency", type=int, default=16, help="threads per worker")
+    parser.add_argument("--max-queued", type=int, default=10_000, help="JURY_MAX_QUEUED")
+    parser.add_argument("--baseline-concurrency", type=int, default=64)
+    parser.add_argument("--runs", default="publish,jury,jury-small,baseline")
+    parser.add_argument("--baseline-child", metavar="API_BASE", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.baseline_child:
+        asyncio.run(_baseline(args.baseline_child, args.judgments, args.baseline_concurrency))
+        return
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="jury-throughput-") as tmp:
+        for run in args.runs.split(","):
+            folder = Path(tmp) / run
+            if run == "publish":
+                rows.append(run_publish_only(folder, args))
+            elif run == "jury":
+                rows.append(run_jury(folder, f"jury-{args.judgments}", args.judgments, args))
+            elif run == "jury-small":
+                rows.append(run_jury(folder, f"jury-{args.small}", args.small, args))
+            elif run == "baseline":
+                rows.append(run_baseline(folder, args.judgments, args))
+            print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+    print_table(rows)
+    print(json.dumps({"bench": "throughput", "workers": args.workers, "runs": rows}))
+
+
+if __name__ == "__main__":
+    main()
