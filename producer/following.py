@@ -25,6 +25,8 @@ from store.repository import batch_status, load_config
 POLL_S = 0.5
 # In JSON mode a line is written when something changed, and at least this often.
 JSON_HEARTBEAT_S = 5.0
+# Without a terminal, the bar becomes a line of figures at most this often (and at the end).
+LOG_INTERVAL_S = 10.0
 
 
 class Display(StrEnum):
@@ -67,7 +69,9 @@ def follow_batch(
 ) -> BatchStatus | None:
     """Poll the store until the batch is finished; None if `timeout` ran out first.
 
-    `out` receives the JSON lines (default: the console's file)."""
+    The bar is live on a terminal; elsewhere (a log, `docker compose logs`) it becomes a line
+    of figures when they change, at most every LOG_INTERVAL_S, and at the end. `out` receives
+    the JSON lines (default: the console's file)."""
     deadline = None if timeout is None else time.monotonic() + timeout
     meter = RateMeter()
 
@@ -77,29 +81,37 @@ def follow_batch(
         return status, measure(status, datetime.now(UTC), meter.rate())
 
     status, progress = observe()
-    if display == Display.BAR:
+    if display == Display.BAR and console.is_terminal:
         with Live(render(progress), console=console, refresh_per_second=4) as live:
             while not status.status.finished and not _past(deadline):
                 time.sleep(POLL_S)
                 status, progress = observe()
                 live.update(render(progress))
-    else:
-        stream = out or console.file
-        last_key: tuple[object, ...] | None = None
-        last_write = 0.0
-        while True:
-            key = (progress.status, progress.done, progress.verdicts, progress.failed)
-            now = time.monotonic()
-            if display == Display.JSON and (
-                key != last_key or now - last_write >= JSON_HEARTBEAT_S
-            ):
-                stream.write(json.dumps(status_json(status, progress)) + "\n")
-                stream.flush()
-                last_key, last_write = key, now
-            if status.status.finished or _past(deadline):
-                break
-            time.sleep(POLL_S)
-            status, progress = observe()
+        return status if status.status.finished else None
+    interval = JSON_HEARTBEAT_S if display == Display.JSON else LOG_INTERVAL_S
+    last_key: tuple[object, ...] | None = None
+    last_write = -interval
+    while True:
+        ended = status.status.finished or _past(deadline)
+        key = (progress.status, progress.done, progress.verdicts, progress.failed)
+        now = time.monotonic()
+        due = now - last_write >= interval
+        if display == Display.JSON and (key != last_key or due):
+            stream = out or console.file
+            stream.write(json.dumps(status_json(status, progress)) + "\n")
+            stream.flush()
+            last_key, last_write = key, now
+        elif display == Display.BAR and ((key != last_key and due) or ended):
+            console.print(
+                f"{progress.name}: {describe(progress)} · {progress.status}",
+                markup=False,
+                highlight=False,
+            )
+            last_key, last_write = key, now
+        if ended:
+            break
+        time.sleep(POLL_S)
+        status, progress = observe()
     return status if status.status.finished else None
 
 
