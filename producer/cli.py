@@ -181,8 +181,11 @@ def results(batch_id: str, fmt: str, output: Path | None) -> None:
     state = batch_status(sessions, batch_id)
     judges = [j.name for j in load_config(sessions, batch_id).panel]
     if fmt == "table":
-        console = Console(file=output.open("w"), width=200) if output else make_console()
-        print_verdicts(sessions, batch_id, console)
+        if output is None:
+            print_verdicts(sessions, batch_id, make_console())
+            return
+        with output.open("w") as table_file:  # closed, so the table is complete on disk
+            print_verdicts(sessions, batch_id, Console(file=table_file, width=200))
         return
     out = output.open("w", newline="") if output else sys.stdout
     try:
