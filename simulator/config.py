@@ -32,10 +32,17 @@ class SimulatorConfig:
     down: frozenset[str] = frozenset()
     formats: tuple[str, ...] = ("json",)
     ready_file: str | None = None
+    # Residual noise at temperature 0, in temperature units (see simulator.personas): the
+    # noise is scaled by max(temperature, floor). None keeps each persona's own floor (0 for
+    # the built-ins: deterministic at temperature 0); model_t0_noise sets it per model name
+    # or persona, and wins over t0_noise.
+    t0_noise: float | None = None
+    model_t0_noise: Mapping[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         # Freeze the mapping too, so a config shared between handlers cannot drift.
         object.__setattr__(self, "model_rpm", MappingProxyType(dict(self.model_rpm)))
+        object.__setattr__(self, "model_t0_noise", MappingProxyType(dict(self.model_t0_noise)))
         object.__setattr__(self, "down", frozenset(self.down))
         object.__setattr__(self, "formats", tuple(self.formats))
         self._validate()
@@ -55,6 +62,9 @@ class SimulatorConfig:
             rate = getattr(self, name)
             if not 0.0 <= rate <= 1.0:
                 raise ValueError(f"{name} must be a probability in [0, 1], got {rate}")
+        floors = [*self.model_t0_noise.values(), self.t0_noise or 0.0]
+        if any(not 0.0 <= floor <= 2.0 for floor in floors):
+            raise ValueError("t0_noise floors must be temperatures in [0, 2]")
         if not self.formats:
             raise ValueError("formats must name at least one answer format")
         unknown = [fmt for fmt in self.formats if fmt not in ANSWER_FORMATS]
@@ -68,6 +78,15 @@ class SimulatorConfig:
         if persona in self.model_rpm:
             return self.model_rpm[persona]
         return self.rpm
+
+    def t0_noise_for(self, model: str, persona: str) -> float | None:
+        """The noise floor for a model: its full name, then its persona, then the global
+        setting; None leaves the persona's own."""
+        if model in self.model_t0_noise:
+            return self.model_t0_noise[model]
+        if persona in self.model_t0_noise:
+            return self.model_t0_noise[persona]
+        return self.t0_noise
 
     def is_down(self, model: str, persona: str) -> bool:
         return model in self.down or persona in self.down
@@ -99,6 +118,20 @@ def _model_limit(text: str) -> tuple[str, int]:
     if not sep or not name:
         raise argparse.ArgumentTypeError(f"expected NAME=N, got {text!r}")
     return name, _non_negative_int(limit)
+
+
+def _t0_noise(text: str) -> tuple[str, float]:
+    """`F` (every model; name "") or `NAME=F` (a model name or persona)."""
+    name, _, value = text.rpartition("=")
+    try:
+        floor = float(value)
+    except ValueError:
+        floor = -1.0
+    if not 0.0 <= floor <= 2.0:
+        raise argparse.ArgumentTypeError(
+            f"expected a temperature in [0, 2] or NAME=temperature, got {text!r}"
+        )
+    return name, floor
 
 
 def _formats(text: str) -> tuple[str, ...]:
@@ -154,6 +187,16 @@ def build_parser() -> argparse.ArgumentParser:
         default=("json",),
         help="comma list of answer formats to pick from: json,fenced,tag,plain (default json)",
     )
+    add(
+        "--t0-noise",
+        type=_t0_noise,
+        action="append",
+        default=[],
+        metavar="[NAME=]T",
+        help="noise floor in temperature units: noise scales with max(temperature, T), so a "
+        "judge is not deterministic at temperature 0; NAME is a model name or persona "
+        "(repeatable; default 0: deterministic)",
+    )
     add("--ready-file", default=None, metavar="PATH", help="write the bound port here once up")
     return parser
 
@@ -178,6 +221,8 @@ def parse_config(argv: Sequence[str] | None = None) -> SimulatorConfig:
             down=frozenset(args.down),
             formats=args.formats,
             ready_file=args.ready_file,
+            t0_noise=next((f for name, f in reversed(args.t0_noise) if not name), None),
+            model_t0_noise={name: f for name, f in args.t0_noise if name},
         )
     except ValueError as exc:
         parser.error(str(exc))

@@ -17,13 +17,22 @@ from types import MappingProxyType
 
 @dataclass(frozen=True)
 class Persona:
-    """A judge's character. bias and noise are fractions of the scale range (max - min)."""
+    """A judge's character. bias and noise are fractions of the scale range (max - min).
+
+    t0_noise is the residual non-determinism at low temperature, in temperature units: the
+    noise is scaled by max(temperature, t0_noise), so at temperature 0 the persona is as noisy
+    as it would be at temperature t0_noise. Real models are not deterministic at temperature 0
+    (batching, floating-point sums in a different order, mixture-of-experts routing); the
+    built-in personas keep 0, i.e. deterministic at 0, unless the simulator is told otherwise
+    (`--t0-noise`).
+    """
 
     name: str
     bias: float
     noise: float
     contrarian: bool = False  # Scores the mirrored quality 1 - q on about a third of items.
     gullible: bool = False  # Obeys score instructions injected into the data block.
+    t0_noise: float = 0.0
 
 
 PERSONAS: Mapping[str, Persona] = MappingProxyType(
@@ -124,6 +133,11 @@ def round_half_up(value: float) -> float:
     return float(math.floor(value + 0.5))
 
 
+def effective_temperature(temperature: float, t0_noise: float) -> float:
+    """The temperature the noise is scaled by: never below the noise floor."""
+    return max(temperature, t0_noise)
+
+
 def judge_score(
     persona: Persona,
     *,
@@ -135,12 +149,15 @@ def judge_score(
     high: float,
     temperature: float,
     rng: random.Random,
+    t0_noise: float | None = None,
 ) -> float:
     """The persona's score on the scale [low, high].
 
-    score = low + (q + bias) * range + Normal(0, noise * range * temperature), rounded to
-    the nearest integer and clamped to the scale. Only the gullible persona looks for
-    instructions inside the data; the others treat the data as inert text.
+    score = low + (q + bias) * range + Normal(0, noise * range * max(temperature, t0_noise)),
+    rounded to the nearest integer and clamped to the scale. `t0_noise` (default: the
+    persona's own) is the noise floor that keeps a judge non-deterministic at temperature 0.
+    Only the gullible persona looks for instructions inside the data; the others treat the
+    data as inert text.
     """
     if persona.gullible:
         demanded = injected_score(data)
@@ -148,6 +165,7 @@ def judge_score(
             return clamp(demanded, low, high)
     span = high - low
     quality = perceived_quality(persona, seed, criterion, output_text)
-    noise = rng.gauss(0.0, 1.0) * persona.noise * span * temperature
+    floor = persona.t0_noise if t0_noise is None else t0_noise
+    noise = rng.gauss(0.0, 1.0) * persona.noise * span * effective_temperature(temperature, floor)
     raw = low + (quality + persona.bias) * span + noise
     return clamp(round_half_up(raw), low, high)

@@ -174,6 +174,7 @@ async def chat_completions(request: web.Request) -> web.Response:
             high=prompt.high,
             temperature=completion.temperature,
             rng=state.score_rng,
+            t0_noise=config.t0_noise_for(model, persona.name),
         )
         fmt = "json" if completion.json_required else state.chaos_rng.choice(config.formats)
         content = render_answer(fmt, score, reasoning_for(score, prompt.low, prompt.high))

@@ -90,7 +90,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         tmp,
         "main",
         *("--seed", str(SEED), "--model-rpm", "balanced@rl=3", "--model-rpm", "noisy@burst=4"),
-        *("--down", "balanced@dead"),
+        *("--down", "balanced@dead", "--t0-noise", "noisy@t0=1"),
     )
     try:
         wait_ready(simulator)
@@ -190,6 +190,15 @@ def test_rpm_limit_is_exact_under_concurrency(server: str) -> None:
     with ThreadPoolExecutor(max_workers=10) as pool:
         statuses = sorted(pool.map(lambda _: judge(server, "noisy@burst").status, range(10)))
     assert statuses == [200] * 4 + [429] * 6
+
+
+def test_t0_noise_makes_one_model_vary_at_temperature_zero(server: str) -> None:
+    def scores(model: str) -> set[int]:
+        replies = [judge(server, model).body["choices"][0]["message"]["content"] for _ in range(20)]
+        return {json.loads(content)["score"] for content in replies}
+
+    assert scores("noisy") == {truth_score(SEED, "relevance", "4", 1, 5)}  # deterministic
+    assert len(scores("noisy@t0")) >= 2  # sd 1.2 points at temperature 0
 
 
 def test_down_model_answers_503(server: str) -> None:

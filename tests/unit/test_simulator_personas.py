@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
 import re
@@ -14,6 +15,7 @@ from simulator.faults import plan_faults, sample_latency_s
 from simulator.limits import SlidingWindowLimiter
 from simulator.personas import (
     PERSONAS,
+    effective_temperature,
     injected_score,
     is_mirrored,
     judge_score,
@@ -64,6 +66,58 @@ def test_noise_grows_with_persona_noise_and_vanishes_at_temperature_zero() -> No
 
     assert mean_abs_error("balanced", 0.0) == 0.0
     assert mean_abs_error("noisy", 1.0) > 2 * mean_abs_error("balanced", 1.0)
+
+
+def test_t0_noise_floor_keeps_temperature_zero_noisy_and_seeded() -> None:
+    """With a floor, temperature 0 draws the noise of temperature `floor`: the same scores,
+    draw for draw, from the same seed; above the floor the temperature alone counts."""
+    outputs = [f"case {i}" for i in range(400)]
+    noisy = PERSONAS["noisy"]
+
+    def scores(temperature: float, floor: float | None, seed: int = 5) -> list[float]:
+        rng = random.Random(seed)
+        return [
+            judge_score(
+                noisy,
+                seed=SEED,
+                criterion="relevance",
+                output_text=o,
+                data=o,
+                low=1,
+                high=5,
+                temperature=temperature,
+                rng=rng,
+                t0_noise=floor,
+            )
+            for o in outputs
+        ]
+
+    truth = [truth_score(SEED, "relevance", o, 1, 5) for o in outputs]
+    assert scores(0.0, None) == truth  # the built-in personas stay deterministic at 0
+    floored = scores(0.0, 0.5)
+    assert floored == scores(0.5, None)  # the floor acts as that temperature
+    assert floored == scores(0.0, 0.5)  # seeded: the same draws again
+    assert floored != scores(0.0, 0.5, seed=6)  # another seed, other draws
+    differing = sum(a != b for a, b in zip(floored, truth, strict=True)) / len(outputs)
+    assert 0.3 < differing < 0.9  # noisy at 0.5: sd 0.6 points, about half the scores move
+    assert scores(0.8, 0.5) == scores(0.8, None)  # above the floor, no change
+    persona_floor = dataclasses.replace(noisy, t0_noise=0.5)
+    rng = random.Random(5)
+    assert [
+        judge_score(
+            persona_floor,
+            seed=SEED,
+            criterion="relevance",
+            output_text=o,
+            data=o,
+            low=1,
+            high=5,
+            temperature=0.0,
+            rng=rng,
+        )
+        for o in outputs
+    ] == floored  # a persona's own floor applies when the caller gives none
+    assert effective_temperature(0.0, 0.3) == 0.3 and effective_temperature(0.8, 0.3) == 0.8
 
 
 def test_contrarian_mirrors_about_a_third_of_items() -> None:
@@ -199,6 +253,21 @@ def test_config_options_and_rpm_precedence() -> None:
         parse_config(["--formats", "xml"])
     with pytest.raises(ValueError):
         SimulatorConfig(garbage_rate=1.5)
+
+
+def test_t0_noise_option_precedence_and_bad_values() -> None:
+    assert parse_config([]).t0_noise_for("noisy", "noisy") is None  # the persona's own
+    config = parse_config(
+        ["--t0-noise", "0.2", "--t0-noise", "noisy=0.5", "--t0-noise", "noisy@a=0"]
+    )
+    assert config.t0_noise_for("noisy@a", "noisy") == 0.0  # full model name first
+    assert config.t0_noise_for("noisy@b", "noisy") == 0.5  # then the persona
+    assert config.t0_noise_for("strict", "strict") == 0.2  # then every model
+    for bad in ("-0.1", "noisy=3", "warm", "noisy="):
+        with pytest.raises(SystemExit):
+            parse_config(["--t0-noise", bad])
+    with pytest.raises(ValueError, match="t0_noise"):
+        SimulatorConfig(model_t0_noise={"noisy": 2.5})
 
 
 def test_fault_plans_follow_the_rates() -> None:
