@@ -10,6 +10,7 @@ import secrets
 import subprocess
 import urllib.error
 import urllib.request
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
 from producer.services import ManagedProcess, free_port, wait_for
+from schemas.errors import ConfigurationError
 from schemas.settings import Settings
 from tests.browser import chromium_driver, console_errors, full_page_screenshot, use_basic_auth
 from tests.conftest import WorkerStarter, settings_for, worker_env
@@ -103,7 +105,19 @@ def test_flower_shows_jury_tasks_and_workers(
     batch_id = submitted.stdout.strip()
     assert "\n" not in batch_id, "--quiet prints the batch id alone"
     # 5 items × 2 dimensions × 3 samples; Flower has them once their events arrived.
-    wait_for(lambda: _finished_judge_tasks(server, batch_id) >= 30, 30, "Flower to list the tasks")
+    states: Counter[str] = Counter()
+
+    def all_listed() -> bool:
+        states.clear()
+        states.update(str(t.get("state")) for t in _judge_tasks(server, batch_id).values())
+        return states["SUCCESS"] >= 30
+
+    try:
+        wait_for(all_listed, 60, "Flower to list the tasks")
+    except ConfigurationError:
+        raise AssertionError(
+            f"Flower lists {dict(states)} of 30 tasks\n{server.process.log_tail()}"
+        ) from None
 
     use_basic_auth(browser, USER, PASSWORD)
     browser.get(server.base + "/tasks")
@@ -148,11 +162,6 @@ def _judge_tasks(server: Flower, batch_id: str) -> dict[str, Any]:
         return {}
     tasks: dict[str, Any] = json.loads(body)
     return {k: t for k, t in tasks.items() if batch_id in str(t.get("args"))}
-
-
-def _finished_judge_tasks(server: Flower, batch_id: str) -> int:
-    tasks = _judge_tasks(server, batch_id).values()
-    return sum(t.get("state") == "SUCCESS" for t in tasks)
 
 
 def _judge_task_ids(server: Flower, batch_id: str) -> list[str]:
