@@ -59,6 +59,19 @@ def check_basic_auth(value: str | None) -> None:
             )
 
 
+def check_flower_options(extra: tuple[str, ...]) -> None:
+    """Flower silently ignores an option it does not know: refuse one here instead."""
+    from flower.options import options  # defines Flower's options; imported only here
+
+    for arg in extra:
+        name = arg[2:].partition("=")[0] if arg.startswith("--") else ""
+        if not name or name not in options:
+            raise ConfigurationError(
+                f"{arg!r} is not a Flower option: after `--`, give Flower's own options as "
+                "--name=value (e.g. --url_prefix=flower); see `celery flower --help`"
+            )
+
+
 def flower_argv(
     port: int, address: str, basic_auth: str | None, extra: tuple[str, ...] = ()
 ) -> list[str]:
@@ -74,6 +87,7 @@ def run_flower(
     """Serve Flower until interrupted; returns the exit code."""
     basic_auth = basic_auth or os.environ.get("FLOWER_BASIC_AUTH") or None
     check_basic_auth(basic_auth)
+    check_flower_options(extra)
     if not basic_auth and address not in ("127.0.0.1", "localhost", "::1"):
         print(
             f"jury flower: warning: serving on {address} without --basic-auth; anyone who can "

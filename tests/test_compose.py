@@ -19,6 +19,7 @@ from celery.bin.base import CLIContext
 from celery.bin.worker import worker as celery_worker
 
 from producer.cli import jury
+from producer.flower_ui import check_flower_options
 from schemas.settings import Settings
 from simulator.config import build_parser
 
@@ -111,7 +112,9 @@ def check_jury_command(argv: list[str]) -> None:
     elif name == "simulate":
         build_parser().parse_args(args)
     else:
-        group.commands[name].make_context(name, list(args))
+        context = group.commands[name].make_context(name, list(args))
+        if name == "flower":
+            check_flower_options(context.params["flower_options"])
     for arg in args:
         if arg.endswith((".yaml", ".yml", ".json", ".jsonl")):
             assert (ROOT / arg).is_file(), f"{arg} is not in the project"

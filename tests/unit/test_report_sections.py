@@ -6,7 +6,7 @@ import statistics
 
 import pytest
 
-from producer.flower_ui import check_basic_auth, format_task, label_args
+from producer.flower_ui import check_basic_auth, check_flower_options, format_task, label_args
 from producer.report_flagged import FlaggedSection, review_priority
 from producer.report_sections import (
     AgreementSection,
@@ -194,3 +194,10 @@ def test_flower_login_must_be_user_and_password() -> None:
         with pytest.raises(ConfigurationError, match="must be user:password") as caught:
             check_basic_auth(bad)
         assert bad.strip(":,") not in str(caught.value), "the login must not be echoed"
+
+
+def test_flower_options_after_the_separator_must_be_flower_s() -> None:
+    check_flower_options(("--url_prefix=flower", "--persistent=True", "--max-tasks=5000"))
+    for bad in ("--adress=0.0.0.0", "url_prefix=x", "--", "-p"):
+        with pytest.raises(ConfigurationError, match="is not a Flower option"):
+            check_flower_options((bad,))
