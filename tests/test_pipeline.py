@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import redis
 import yaml
 from rich.console import Console
 
@@ -135,6 +136,20 @@ def test_batch_end_to_end(
     assert status.n_failed_samples == 0
     # The simulator's contrarian persona disagrees on about a third of cells: some flags show.
     assert any(v.consensus_metrics.flag_for_review for v in verdicts)
+    # Redis keeps nothing per task once a batch is done: no results, no chord counters, and
+    # the submission's cursor is gone.
+    client = redis.Redis.from_url(settings.broker_url)
+    leftovers = [
+        key
+        for pattern in (
+            "celery-task-meta-*",
+            "chord-unlock-*",
+            "*.counter",
+            f"jury:submit:{batch_id}*",
+        )
+        for key in client.scan_iter(match=pattern, count=1000)
+    ]
+    assert leftovers == []
 
 
 def test_judge_that_always_fails_leaves_others_intact(
