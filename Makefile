@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 
-.PHONY: demo test lint bench-ratelimit bench-stability clean
+.PHONY: demo test lint bench-ratelimit bench-faults bench-throughput bench-scaling bench-stability clean
 
 $(STAMP): requirements.lock pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -24,6 +24,18 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+
+bench-ratelimit: $(STAMP)
+	$(BIN)/python -m bench.ratelimit
+
+bench-faults: $(STAMP)
+	$(BIN)/python -m bench.faults
+
+bench-throughput: $(STAMP)
+	$(BIN)/python -m bench.throughput
+
+bench-scaling: $(STAMP)
+	$(BIN)/python -m bench.scaling
 
 bench-stability: $(STAMP)
 	$(BIN)/python -m bench.stability
