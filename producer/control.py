@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import redis
 from celery import Celery
 
+from producer.modes import task_refs
 from producer.publishing import Publisher, all_samples, cell_samples
 from schemas.status import BatchState
 from schemas.tasks import CellRef, SampleRef, budget_cap_key
@@ -68,18 +69,19 @@ def resume_batch(sessions: Sessions, app: Celery, batch_id: str, missing_only: b
         return plan
     reopen_cells(sessions, batch_id, plan.failed)
     reopen_batch(sessions, batch_id)
-    publisher = Publisher(app, load_config(sessions, batch_id))
+    config = load_config(sessions, batch_id)
+    publisher = Publisher(app, config)
     try:
         wave: list[SampleRef] = []
         for (item_id, dimension), samples in plan.cells.items():
             wave.extend(cell_samples(CellRef(batch_id, item_id, dimension), samples))
             if len(wave) >= publisher.wave_size:
                 publisher.wait_for_room(len(wave))
-                publisher.publish(wave)
+                publisher.publish(task_refs(config, wave))
                 wave = []
         if wave:
             publisher.wait_for_room(len(wave))
-            publisher.publish(wave)
+            publisher.publish(task_refs(config, wave))
     finally:
         publisher.close()
     return plan

@@ -23,7 +23,15 @@ from schemas.errors import BatchFileError
 
 MAX_PROBLEMS = 50
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
-_ITEM_TEXT_FIELDS = ("input", "output", "reference", "context", "prompt_hint")
+_ITEM_TEXT_FIELDS = (
+    "input",
+    "output",
+    "output_a",
+    "output_b",
+    "reference",
+    "context",
+    "prompt_hint",
+)
 
 
 def describe_validation_error(error: ValidationError, prefix: str = "") -> list[str]:
@@ -74,7 +82,8 @@ class BatchSource:
             yield from self.inline_items
             return
         assert self.items_path is not None
-        for _, item in _stream_items_file(self.items_path, self.config.max_item_chars):
+        pairwise = self.config.pairwise is not None
+        for _, item in _stream_items_file(self.items_path, self.config.max_item_chars, pairwise):
             yield item
 
 
@@ -127,16 +136,20 @@ def _item_problems(item: Item, max_chars: int) -> str | None:
     return None
 
 
-def _stream_items_file(path: Path, max_chars: int) -> Iterator[tuple[int, Item]]:
+def _stream_items_file(
+    path: Path, max_chars: int, pairwise: bool = False
+) -> Iterator[tuple[int, Item]]:
     """(line number, item) for each non-blank JSONL line; raises on the first bad line."""
     with path.open("rb") as handle:
         for number, raw in enumerate(handle, start=1):
             if not raw.strip():
                 continue
-            yield number, _parse_item_line(path, number, raw, max_chars)
+            yield number, _parse_item_line(path, number, raw, max_chars, pairwise)
 
 
-def _parse_item_line(path: Path, number: int, raw: bytes, max_chars: int) -> Item:
+def _parse_item_line(
+    path: Path, number: int, raw: bytes, max_chars: int, pairwise: bool = False
+) -> Item:
     where = f"{path}, line {number}"
     # Checked before decoding: a 50 MB line should be refused without building 50 MB objects.
     if len(raw) > 4 * max_chars + 65536:
@@ -150,7 +163,8 @@ def _parse_item_line(path: Path, number: int, raw: bytes, max_chars: int) -> Ite
     if not isinstance(data, dict):
         raise BatchFileError(where, ["an item must be a JSON object with at least id and output"])
     try:
-        item = Item.model_validate(data)
+        # The batch's mode decides the item's shape: output, or output_a and output_b.
+        item = Item.model_validate(data, context={"pairwise": pairwise})
     except ValidationError as exc:
         raise BatchFileError(where, describe_validation_error(exc, "item")) from None
     problem = _item_problems(item, max_chars)
@@ -174,7 +188,9 @@ def _validate_items_file(path: Path, config: BatchConfig) -> ItemStats:
             if not raw.strip():
                 continue
             try:
-                item = _parse_item_line(path, number, raw, config.max_item_chars)
+                item = _parse_item_line(
+                    path, number, raw, config.max_item_chars, config.pairwise is not None
+                )
             except BatchFileError as exc:
                 problems += [f"line {number}: {p}" for p in exc.problems]
                 if len(problems) >= MAX_PROBLEMS:
@@ -203,7 +219,7 @@ def _validate_inline_items(
     stats = ItemStats()
     for index, raw in enumerate(raw_items):
         try:
-            item = Item.model_validate(raw)
+            item = Item.model_validate(raw, context={"pairwise": config.pairwise is not None})
         except ValidationError as exc:
             problems += describe_validation_error(exc, f"items[{index}]")
             continue

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from producer.model_catalog import model_prices
+from producer.modes import calls_per_task
 from schemas.batch import BatchConfig
 
 # Characters per token, and the fixed part of every prompt (system message, instructions).
@@ -56,15 +57,25 @@ def plan_batch(config: BatchConfig, n_items: int, item_text_chars: int) -> Batch
     dims = config.dimensions
     n_cells = n_items * len(dims)
     rubric_chars = sum(len(d.description or "") for d in dims)
-    # Every cell's prompt holds the item once and one dimension's rubric.
-    prompt_chars_all_cells = (
-        len(dims) * (item_text_chars + n_items * PROMPT_OVERHEAD_CHARS) + n_items * rubric_chars
-    )
+    # A pairwise sample asks twice (both orders), each time with both outputs.
+    orders = calls_per_task(config)
+    if config.mode == "combined":
+        # One prompt per item holds the item once and every rubric; the answer, every score.
+        tasks = n_items
+        prompt_chars_all_cells = item_text_chars + n_items * (PROMPT_OVERHEAD_CHARS + rubric_chars)
+        answer_tokens = len(dims) * EXPECTED_COMPLETION_TOKENS
+    else:
+        # Every cell's prompt holds the item once and one dimension's rubric.
+        tasks = n_cells
+        prompt_chars_all_cells = (
+            len(dims) * (item_text_chars + n_items * PROMPT_OVERHEAD_CHARS) + n_items * rubric_chars
+        )
+        answer_tokens = EXPECTED_COMPLETION_TOKENS
     judges = []
     for judge in config.panel:
-        calls = n_cells * judge.n
-        prompt_tokens = judge.n * prompt_chars_all_cells // CHARS_PER_TOKEN
-        completion_tokens = calls * EXPECTED_COMPLETION_TOKENS
+        calls = tasks * judge.n * orders
+        prompt_tokens = orders * judge.n * prompt_chars_all_cells // CHARS_PER_TOKEN
+        completion_tokens = calls * answer_tokens
         prices = (
             (judge.input_cost_per_token or 0.0, judge.output_cost_per_token or 0.0)
             if judge.input_cost_per_token is not None or judge.output_cost_per_token is not None

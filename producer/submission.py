@@ -22,6 +22,7 @@ from celery import Celery
 from redis.lock import Lock
 
 from producer.loading import BatchSource, load_batch
+from producer.modes import task_refs
 from producer.publishing import Publisher, all_samples, cell_samples
 from schemas.batch import BatchConfig, Item
 from schemas.errors import JuryError
@@ -122,7 +123,7 @@ def _publish_from(
             add_items(sessions, batch_id, enumerate(chunk, start=position))
             position += len(chunk)
             cursor = (submit_cursor_key(batch_id), position, CURSOR_TTL_S)
-            publisher.publish(_judge_tasks(batch_id, config, chunk), cursor)
+            publisher.publish(task_refs(config, _judge_tasks(batch_id, config, chunk)), cursor)
             record_published(sessions, batch_id, position)
         start_batch(sessions, batch_id, position, len(config.dimensions))
         publisher.client.delete(submit_cursor_key(batch_id))

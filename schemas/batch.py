@@ -11,9 +11,18 @@ from __future__ import annotations
 import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
 
 from schemas.criteria import builtin_criterion
+from schemas.pairwise import PairwiseSettings
 
 # The plan's `provider` names, mapped to the model each one meant there.
 PROVIDER_DEFAULT_MODELS: dict[str, str] = {
@@ -167,6 +176,9 @@ WithinModelMethod = Literal["mean", "median"]
 AcrossModelsMethod = Literal["mean", "median", "min", "max", "weighted_mean", "majority_vote"]
 
 
+JudgingMode = Literal["per_dimension", "combined"]
+
+
 class Aggregation(_Strict):
     """How a cell's samples become a verdict: within each judge, then across the judges."""
 
@@ -178,8 +190,15 @@ class Aggregation(_Strict):
 
 
 class Item(_Strict):
+    """One thing to judge: `output`, or in a pairwise batch the two outputs `output_a` and
+    `output_b` to compare. Loading validates with context {"pairwise": bool} (the batch's
+    mode); without context, as when a worker reads a stored item, either shape is accepted."""
+
     id: str = Field(min_length=1, max_length=MAX_ITEM_ID_CHARS)
-    output: str
+    # Declared before `output`, whose validator reads them.
+    output_a: str | None = Field(default=None, validate_default=True)
+    output_b: str | None = Field(default=None, validate_default=True)
+    output: str | None = Field(default=None, validate_default=True)
     input: str | None = None
     reference: str | None = None
     context: str | None = None
@@ -193,6 +212,42 @@ class Item(_Strict):
         # Numeric ids are common in JSONL exports; they mean the same as their text.
         return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
 
+    @field_validator("output_a", "output_b")
+    @classmethod
+    def _pair_outputs(cls, value: str | None, info: ValidationInfo) -> str | None:
+        pairwise = (info.context or {}).get("pairwise")
+        if pairwise is True and value is None:
+            raise PydanticCustomError(
+                "missing", "Field required (a pairwise batch compares output_a with output_b)"
+            )
+        if pairwise is False and value is not None:
+            raise PydanticCustomError(
+                "not_pairwise",
+                "only a pairwise batch compares output_a with output_b: add a `pairwise:` "
+                "section to the batch file, or give the item one `output`",
+            )
+        return value
+
+    @field_validator("output")
+    @classmethod
+    def _single_output(cls, value: str | None, info: ValidationInfo) -> str | None:
+        pairwise = (info.context or {}).get("pairwise")
+        if pairwise is True:
+            if value is not None:
+                raise PydanticCustomError(
+                    "pairwise_output",
+                    "a pairwise item has output_a and output_b to compare, not output",
+                )
+            return value
+        is_pair = info.data.get("output_a") is not None and info.data.get("output_b") is not None
+        if value is None and not (pairwise is None and is_pair):
+            raise PydanticCustomError("missing", "Field required")
+        return value
+
+    @property
+    def is_pair(self) -> bool:
+        return self.output_a is not None and self.output_b is not None
+
 
 class BatchConfig(_Strict):
     """The batch file minus its items (which are streamed separately)."""
@@ -204,6 +259,19 @@ class BatchConfig(_Strict):
     max_item_chars: int = Field(default=1_000_000, gt=0)
     # Stop taking new judge calls once the recorded cost reaches this many US dollars.
     max_cost_usd: float | None = Field(default=None, gt=0)
+    # per_dimension: one call per (item, dimension, judge, sample); combined: one call per
+    # (item, judge, sample) scores every dimension at once.
+    mode: JudgingMode = "per_dimension"
+    # Present: compare output_a with output_b of each item (schemas.pairwise).
+    pairwise: PairwiseSettings | None = None
+
+    @field_validator("pairwise", mode="before")
+    @classmethod
+    def _pairwise_switch(cls, value: Any) -> Any:
+        # `pairwise: true` turns it on with the defaults; `false` leaves it off.
+        if value is True:
+            return {}
+        return None if value is False else value
 
     @model_validator(mode="before")
     @classmethod
@@ -242,6 +310,12 @@ class BatchConfig(_Strict):
             )
         if not any(j.enabled for j in self.judges):
             raise ValueError("the panel has no enabled judge")
+        if self.pairwise is not None and self.aggregation.across_models == "majority_vote":
+            raise ValueError(
+                "aggregation.across_models: majority_vote votes pass/fail against a threshold, "
+                "which a pairwise batch does not have (its verdict is a winner); use mean, "
+                "median, weighted_mean, min or max"
+            )
         dims = [d.name for d in self.dimensions]
         dupes = sorted({d for d in dims if dims.count(d) > 1})
         if dupes:

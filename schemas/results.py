@@ -6,8 +6,11 @@ The verdict's JSON form is the result record of DESIGN.md; scripts depend on its
 from __future__ import annotations
 
 from enum import StrEnum
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
+
+from schemas.pairwise import PairwiseOutcome
 
 # Stored text is capped: a judge's reasoning is useful for review, not worth megabytes.
 MAX_REASONING_CHARS = 1000
@@ -70,3 +73,13 @@ class Verdict(BaseModel):
     threshold: float
     error: str | None = None
     flag_reasons: list[str] = Field(default_factory=list)
+    # Pairwise batches only: who won, and how much the judgments agree (schemas.pairwise).
+    pairwise: PairwiseOutcome | None = None
+
+    @model_serializer(mode="wrap")
+    def _without_absent_pairwise(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # Records of ordinary batches keep exactly the shape scripts already read.
+        data: dict[str, Any] = handler(self)
+        if data.get("pairwise") is None:
+            data.pop("pairwise", None)
+        return data

@@ -10,6 +10,9 @@ from typing import NamedTuple
 
 # Task names: the producer sends by name and never imports the worker.
 JUDGE_TASK = "jury.judge_sample"
+# The dimension of a combined-mode task: one call scores every dimension of the batch. No
+# dimension can be named so (names hold only letters, digits and _.:/@+-).
+ALL_DIMENSIONS = "*"
 
 
 class CellRef(NamedTuple):

@@ -11,11 +11,12 @@ from collections.abc import Iterator
 from sqlalchemy import case, delete, func, select, update
 from sqlalchemy.orm import Session
 
+from schemas.pairwise import PairwiseOutcome
 from schemas.results import ConsensusMetrics, JudgeEvaluation, Level, SampleResult, Verdict
 from schemas.status import BatchState
 from schemas.tasks import CellRef
 from store.engine import write_transaction
-from store.models import BatchRow, JudgeAggregateRow, SampleRow, VerdictRow
+from store.models import BatchRow, JudgeAggregateRow, PairOutcomeRow, SampleRow, VerdictRow
 from store.repository import batch_row
 from store.sql import Sessions, insert_ignoring_duplicates
 
@@ -65,6 +66,9 @@ def save_cell(
     with write_transaction(sessions) as session:
         insert_ignoring_duplicates(session, SampleRow, sample_rows)
         insert_ignoring_duplicates(session, JudgeAggregateRow, aggregate_rows)
+        if verdict.pairwise is not None:
+            outcome = verdict.pairwise.model_dump(mode="json")
+            insert_ignoring_duplicates(session, PairOutcomeRow, [{**key, "outcome": outcome}])
         new = insert_ignoring_duplicates(session, VerdictRow, [verdict_row])
         if not new:
             return False
@@ -123,8 +127,10 @@ def iter_verdicts(sessions: Sessions, batch_id: str, chunk: int = 500) -> Iterat
             if not rows:
                 return
             evaluations = _evaluations_for(session, batch_id, rows)
+            outcomes = _pair_outcomes_for(session, batch_id, rows)
             for row in rows:
-                yield _verdict_from_row(row, evaluations.get((row.item_id, row.dimension), {}))
+                cell = (row.item_id, row.dimension)
+                yield _verdict_from_row(row, evaluations.get(cell, {}), outcomes.get(cell))
             last = (rows[-1].item_position, rows[-1].dimension_position)
 
 
@@ -148,7 +154,26 @@ def _evaluations_for(
     return found
 
 
-def _verdict_from_row(row: VerdictRow, evaluations: dict[str, JudgeEvaluation]) -> Verdict:
+def _pair_outcomes_for(
+    session: Session, batch_id: str, verdicts: list[VerdictRow]
+) -> dict[tuple[str, str], PairwiseOutcome]:
+    """The pairwise outcomes of these verdicts (none unless the batch is pairwise)."""
+    item_ids = sorted({v.item_id for v in verdicts})
+    rows = session.scalars(
+        select(PairOutcomeRow).where(
+            PairOutcomeRow.batch_id == batch_id, PairOutcomeRow.item_id.in_(item_ids)
+        )
+    )
+    return {
+        (row.item_id, row.dimension): PairwiseOutcome.model_validate(row.outcome) for row in rows
+    }
+
+
+def _verdict_from_row(
+    row: VerdictRow,
+    evaluations: dict[str, JudgeEvaluation],
+    pairwise: PairwiseOutcome | None = None,
+) -> Verdict:
     return Verdict(
         item_id=row.item_id,
         criterion_id=row.dimension,
@@ -164,6 +189,7 @@ def _verdict_from_row(row: VerdictRow, evaluations: dict[str, JudgeEvaluation]) 
         threshold=row.threshold,
         error=row.error,
         flag_reasons=row.flag_reasons or [],
+        pairwise=pairwise,
     )
 
 
@@ -279,7 +305,7 @@ def reopen_cells(
                         cell, SampleRow.judge == judge, SampleRow.sample == index
                     )
                 )
-            for table in (VerdictRow, JudgeAggregateRow):
+            for table in (VerdictRow, JudgeAggregateRow, PairOutcomeRow):
                 session.execute(
                     delete(table).where(
                         table.batch_id == batch_id,

@@ -114,3 +114,31 @@ class VerdictRow(_CellKey, Base):
     threshold: Mapped[float] = mapped_column(Float)
     error: Mapped[str | None] = mapped_column(Text, nullable=True)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class PairJudgmentRow(_CellKey, Base):
+    """The four scores behind one pairwise sample (its stored score is the preference for A):
+    A's and B's score with A shown first, and with B shown first."""
+
+    __tablename__ = "jury_pair_judgments"
+    __table_args__ = (
+        UniqueConstraint(
+            "batch_id", "item_id", "dimension", "judge", "sample", name="uq_pair_judgment"
+        ),
+    )
+
+    judge: Mapped[str] = mapped_column(String(ID))
+    sample: Mapped[int] = mapped_column(Integer)
+    a_first_a: Mapped[float] = mapped_column(Float)
+    a_first_b: Mapped[float] = mapped_column(Float)
+    b_first_a: Mapped[float] = mapped_column(Float)
+    b_first_b: Mapped[float] = mapped_column(Float)
+
+
+class PairOutcomeRow(_CellKey, Base):
+    """The `pairwise` part of a pairwise verdict, written in the verdict's transaction."""
+
+    __tablename__ = "jury_pair_outcomes"
+    __table_args__ = (UniqueConstraint("batch_id", "item_id", "dimension", name="uq_pair_outcome"),)
+
+    outcome: Mapped[dict[str, Any]] = mapped_column(JSON)

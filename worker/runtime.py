@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import logging
 import time
+from typing import Any
 
 import redis
 
@@ -38,6 +39,7 @@ from worker.aggregation import build_verdict
 from worker.budget import BudgetMeter
 from worker.gating import Deferred, GatedCall
 from worker.judging import CallJudge, RetryPolicy, judge_one_sample
+from worker.pairwise import with_pairwise_outcome
 from worker.ratelimit import RedisRateLimiter
 
 log = logging.getLogger("jury.worker")
@@ -58,6 +60,11 @@ class SampleNotStored(JuryError):
     def __init__(self, result: SampleResult, cause: Exception) -> None:
         super().__init__(f"could not store sample {result.judge}#{result.sample}: {cause}")
         self.result = result
+
+    @property
+    def payload(self) -> dict[str, Any]:
+        """What the retried task carries as `judged`, to store without calling again."""
+        return self.result.model_dump(mode="json")
 
 
 class CellIncomplete(JuryError):
@@ -197,6 +204,9 @@ class WorkerRuntime:
         kept = [samples[key] for key in expected]
         dimension = config.dimension(cell.dimension)
         verdict = build_verdict(cell.item_id, dimension, panel, kept, config.aggregation)
+        if config.pairwise is not None:
+            tolerance = config.pairwise.tie_tolerance
+            verdict = with_pairwise_outcome(self.sessions, cell, verdict, kept, tolerance)
         position = item_positions(self.sessions, cell.batch_id, [cell.item_id])[cell.item_id]
         dimension_position = [d.name for d in config.dimensions].index(cell.dimension)
         save_cell(self.sessions, cell, kept, verdict, (position, dimension_position))

@@ -11,6 +11,7 @@ from celery import Celery, Task
 from schemas.results import SampleResult
 from schemas.tasks import JUDGE_TASK, SampleRef
 from worker.gating import Deferred
+from worker.modes import judge_in_mode, uses_modes
 from worker.runtime import SampleNotStored, WorkerRuntime
 
 log = logging.getLogger("jury.worker")
@@ -32,9 +33,12 @@ def register_tasks(app: Celery, runtime: Callable[[], WorkerRuntime]) -> None:
         judged: dict[str, Any] | None = None,
     ) -> None:
         ref = SampleRef(batch_id, item_id, dimension, judge, int(sample))
-        known = SampleResult.model_validate(judged) if judged else None
         try:
-            runtime().judge(ref, known)
+            if uses_modes(runtime(), ref):  # a combined task, or any of a pairwise batch
+                judge_in_mode(runtime(), ref, judged)
+            else:
+                known = SampleResult.model_validate(judged) if judged else None
+                runtime().judge(ref, known)
         except Deferred as exc:
             # No rate-limit slot soon: come back when there is one, holding no thread. The
             # countdown stays far below the visibility timeout (which would redeliver it).
@@ -45,5 +49,5 @@ def register_tasks(app: Celery, runtime: Callable[[], WorkerRuntime]) -> None:
             if retries >= STORE_MAX_RETRIES:
                 raise
             log.warning("%s; retrying in %d s", exc, min(60, 2**retries))
-            kwargs = {"judged": exc.result.model_dump(mode="json")}
+            kwargs = {"judged": exc.payload}
             raise self.retry(exc=exc, kwargs=kwargs, countdown=min(60, 2**retries)) from exc

@@ -1,0 +1,247 @@
+"""Judge calls of the pairwise and combined modes, with jury's retry policy: no Celery here.
+
+- pairwise, one dimension: two calls (A shown first, then B first), both needed; the sample's
+  score is the preference for A and the four scores are kept as a PairJudgment.
+- combined: one call scores every dimension; each dimension becomes its own sample, with the
+  call's tokens and cost split between them (so batch totals stay exact) and its latency.
+- combined pairwise: two calls, each scoring both outputs on every dimension.
+
+Like judge_one_sample, these return error samples rather than raise (except Deferred, which
+means nothing was called yet). A combined answer missing some dimensions is asked again; after
+the last attempt the dimensions it did score are kept and the others become error samples.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TypeVar
+
+from schemas.batch import Dimension, Item, Judge
+from schemas.errors import JudgeCallError, ScoreParseError
+from schemas.pairwise import PairJudgment
+from schemas.results import MAX_REASONING_CHARS, SampleResult
+from worker.judging import CallJudge, ReplyLike, RetryPolicy
+from worker.mode_parsing import DimensionAnswer, ParsedPair, parse_combined, parse_pair
+from worker.mode_prompts import Order, combined_messages, pairwise_messages
+from worker.parsing import ParsedScore
+
+T = TypeVar("T")
+Answers = dict[str, DimensionAnswer]
+
+
+@dataclass(frozen=True)
+class JudgedSample:
+    """One stored sample of a cell, with its pairwise detail in a pairwise batch."""
+
+    dimension: str
+    result: SampleResult
+    pair: PairJudgment | None = None
+
+
+@dataclass
+class CallTally:
+    """What the calls of one task cost, over all their attempts."""
+
+    attempts: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+    latency_ms: float = 0.0
+
+    def add(self, reply: ReplyLike) -> None:
+        self.prompt_tokens += reply.prompt_tokens
+        self.completion_tokens += reply.completion_tokens
+        self.cost_usd += reply.cost_usd
+        self.latency_ms += reply.latency_ms
+
+    def share(self, index: int, parts: int) -> dict[str, float | int]:
+        """Part `index` of `parts`: tokens and cost split so that the parts add up to the
+        whole (the remainder of a token count goes to part 0); attempts and latency whole,
+        since each part waited for the same calls."""
+
+        def tokens(total: int) -> int:
+            return total // parts + (total % parts if index == 0 else 0)
+
+        return {
+            "attempts": self.attempts,
+            "latency_ms": round(self.latency_ms, 1),
+            "prompt_tokens": tokens(self.prompt_tokens),
+            "completion_tokens": tokens(self.completion_tokens),
+            "cost_usd": self.cost_usd / parts,
+        }
+
+
+def ask(
+    judge: Judge,
+    messages: list[dict[str, str]],
+    parse: Callable[[str], T],
+    call: CallJudge,
+    policy: RetryPolicy,
+    tally: CallTally,
+    sleep: Callable[[float], None] = time.sleep,
+    gaps: Callable[[T], int] = lambda _: 0,
+) -> T:
+    """Call and parse until the answer has no gaps, retrying transient failures; after the
+    last attempt, the answer with the fewest gaps, or the last error raised."""
+    best: T | None = None
+    fewest = math.inf
+    last: JudgeCallError | None = None
+    for attempt in range(1, policy.max_attempts + 1):
+        tally.attempts += 1
+        try:
+            reply = call(judge, messages)
+            tally.add(reply)
+            parsed = parse(reply.text)
+        except JudgeCallError as exc:
+            last = exc
+            if not exc.transient:
+                break
+            if attempt < policy.max_attempts:
+                sleep(policy.delay(attempt, exc.retry_after))
+            continue
+        missing = gaps(parsed)
+        if not missing:
+            return parsed
+        if missing < fewest:
+            best, fewest = parsed, missing
+        last = ScoreParseError(f"{missing} criteria without a usable score")
+        if attempt < policy.max_attempts:
+            sleep(policy.delay(attempt))
+    if best is not None:
+        return best
+    assert last is not None
+    raise last
+
+
+def _error(
+    judge: Judge, sample: int, exc: JudgeCallError, usage: dict[str, float | int]
+) -> SampleResult:
+    return SampleResult(
+        judge=judge.name, sample=sample, error=str(exc)[:500], error_kind=exc.kind, **usage
+    )
+
+
+def _pair_reasoning(first: str | None, second: str | None) -> str | None:
+    parts = [
+        f"{label}: {text}" for label, text in (("A first", first), ("B first", second)) if text
+    ]
+    return " | ".join(parts)[:MAX_REASONING_CHARS] if parts else None
+
+
+def _judgment(a_first: ParsedPair, b_first: ParsedPair) -> PairJudgment:
+    # With B first, output_1 is B and output_2 is A.
+    return PairJudgment(
+        a_first_a=a_first.first,
+        a_first_b=a_first.second,
+        b_first_a=b_first.second,
+        b_first_b=b_first.first,
+    )
+
+
+def judge_pair_sample(
+    judge: Judge,
+    dimension: Dimension,
+    item: Item,
+    sample: int,
+    call: CallJudge,
+    policy: RetryPolicy,
+    sleep: Callable[[float], None] = time.sleep,
+) -> JudgedSample:
+    """Both orders of one pairwise sample: its preference for A, or an error sample."""
+    tally = CallTally()
+    scale = dimension.resolved_scale
+    try:
+        orders = [
+            ask(
+                judge,
+                pairwise_messages(item, dimension, order),
+                lambda text: parse_pair(text, scale),
+                call,
+                policy,
+                tally,
+                sleep,
+            )
+            for order in ("AB", "BA")
+        ]
+    except JudgeCallError as exc:
+        return JudgedSample(dimension.name, _error(judge, sample, exc, tally.share(0, 1)))
+    judgment = _judgment(*orders)
+    result = SampleResult(
+        judge=judge.name,
+        sample=sample,
+        score=judgment.preference,
+        reasoning=_pair_reasoning(orders[0].reasoning, orders[1].reasoning),
+        **tally.share(0, 1),
+    )
+    return JudgedSample(dimension.name, result, judgment)
+
+
+def _unusable(answers: Answers) -> int:
+    return sum(isinstance(a, ScoreParseError) for a in answers.values())
+
+
+def judge_all_dimensions(
+    judge: Judge,
+    dimensions: Sequence[Dimension],
+    item: Item,
+    sample: int,
+    call: CallJudge,
+    policy: RetryPolicy,
+    sleep: Callable[[float], None] = time.sleep,
+) -> list[JudgedSample]:
+    """One sample of every dimension from one combined call (two for a pair item)."""
+    tally = CallTally()
+    orders: list[Order | None] = ["AB", "BA"] if item.is_pair else [None]
+    try:
+        answers = [
+            ask(
+                judge,
+                combined_messages(item, dimensions, order),
+                lambda text: parse_combined(text, dimensions, paired=item.is_pair),
+                call,
+                policy,
+                tally,
+                sleep,
+                gaps=_unusable,
+            )
+            for order in orders
+        ]
+    except JudgeCallError as exc:
+        return [
+            JudgedSample(d.name, _error(judge, sample, exc, tally.share(i, len(dimensions))))
+            for i, d in enumerate(dimensions)
+        ]
+    judged = []
+    for index, dimension in enumerate(dimensions):
+        usage = tally.share(index, len(dimensions))
+        mine = [a[dimension.name] for a in answers]
+        failure = next((a for a in mine if isinstance(a, ScoreParseError)), None)
+        if failure is not None:
+            judged.append(JudgedSample(dimension.name, _error(judge, sample, failure, usage)))
+        elif item.is_pair:
+            a_first, b_first = (a for a in mine if isinstance(a, ParsedPair))
+            judgment = _judgment(a_first, b_first)
+            reasoning = _pair_reasoning(a_first.reasoning, b_first.reasoning)
+            result = SampleResult(
+                judge=judge.name,
+                sample=sample,
+                score=judgment.preference,
+                reasoning=reasoning,
+                **usage,
+            )
+            judged.append(JudgedSample(dimension.name, result, judgment))
+        else:
+            (single,) = mine
+            assert isinstance(single, ParsedScore)
+            result = SampleResult(
+                judge=judge.name,
+                sample=sample,
+                score=single.score,
+                reasoning=single.reasoning,
+                **usage,
+            )
+            judged.append(JudgedSample(dimension.name, result))
+    return judged
