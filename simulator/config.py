@@ -19,6 +19,8 @@ class SimulatorConfig:
     seed: int = 0
     latency_ms: float = 0.0  # Median of a lognormal latency; 0 means answer immediately.
     latency_sigma: float = 0.3
+    # Added per completion token after the answer is chosen, as a model's decoding time.
+    ms_per_token: float = 0.0
     rpm: int = 0  # Requests per minute per model; 0 means unlimited.
     model_rpm: Mapping[str, int] = field(default_factory=dict)
     error_rate: float = 0.0
@@ -50,8 +52,8 @@ class SimulatorConfig:
     def _validate(self) -> None:
         if not 0 <= self.port <= 65535:
             raise ValueError(f"port must be in 0..65535, got {self.port}")
-        if self.latency_ms < 0 or self.latency_sigma < 0:
-            raise ValueError("latency_ms and latency_sigma must be >= 0")
+        if self.latency_ms < 0 or self.latency_sigma < 0 or self.ms_per_token < 0:
+            raise ValueError("latency_ms, latency_sigma and ms_per_token must be >= 0")
         if self.hang_seconds < 0:
             raise ValueError("hang_seconds must be >= 0")
         if not 0 < self.rate_window_s <= 60:
@@ -155,6 +157,12 @@ def build_parser() -> argparse.ArgumentParser:
     add("--seed", type=int, default=0, help="seed for latent quality and noise (default 0)")
     add("--latency-ms", type=_non_negative_float, default=0.0, help="median latency in ms")
     add("--latency-sigma", type=_non_negative_float, default=0.3, help="lognormal sigma")
+    add(
+        "--ms-per-token",
+        type=_non_negative_float,
+        default=0.0,
+        help="extra latency per completion token, in ms (decoding time; default 0)",
+    )
     add("--rpm", type=_non_negative_int, default=0, help="requests/minute per model, 0 = no limit")
     add(
         "--model-rpm",
@@ -211,6 +219,7 @@ def parse_config(argv: Sequence[str] | None = None) -> SimulatorConfig:
             seed=args.seed,
             latency_ms=args.latency_ms,
             latency_sigma=args.latency_sigma,
+            ms_per_token=args.ms_per_token,
             rpm=args.rpm,
             model_rpm=dict(args.model_rpm),
             error_rate=args.error_rate,

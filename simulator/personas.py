@@ -32,6 +32,8 @@ class Persona:
     noise: float
     contrarian: bool = False  # Scores the mirrored quality 1 - q on about a third of items.
     gullible: bool = False  # Obeys score instructions injected into the data block.
+    # Pairwise prompts: the output shown first gains this fraction of the scale range.
+    position_bias: float = 0.0
     t0_noise: float = 0.0
 
 
@@ -43,6 +45,7 @@ PERSONAS: Mapping[str, Persona] = MappingProxyType(
         "noisy": Persona("noisy", bias=0.0, noise=0.30),
         "contrarian": Persona("contrarian", bias=0.0, noise=0.08, contrarian=True),
         "gullible": Persona("gullible", bias=0.0, noise=0.06, gullible=True),
+        "positional": Persona("positional", bias=0.0, noise=0.06, position_bias=0.25),
     }
 )
 

@@ -18,12 +18,14 @@ from simulator.answers import (
     GARBAGE_ANSWERS,
     chat_completion,
     error_body,
+    estimate_tokens,
     reasoning_for,
     render_answer,
 )
 from simulator.config import SimulatorConfig
 from simulator.faults import plan_faults
 from simulator.limits import SlidingWindowLimiter
+from simulator.modes import ModePrompt, answer_mode_prompt, read_mode_prompt
 from simulator.personas import PERSONAS, find_persona, judge_score
 from simulator.prompt_reading import JudgePrompt, PromptError, messages_text, read_prompt
 from simulator.stats import GARBAGE, TIMEOUT, AnswerStats
@@ -56,7 +58,7 @@ STATE_KEY = web.AppKey("simulator_state", SimulatorState)
 @dataclass(frozen=True)
 class CompletionRequest:
     prompt_text: str
-    prompt: JudgePrompt
+    prompt: JudgePrompt | ModePrompt
     temperature: float
     json_required: bool
 
@@ -79,7 +81,10 @@ def parse_completion_request(body: Mapping[str, Any]) -> CompletionRequest:
     )
     prompt_text = messages_text(body.get("messages"))
     return CompletionRequest(
-        prompt_text, read_prompt(prompt_text), float(temperature), json_required
+        prompt_text,
+        read_mode_prompt(prompt_text) or read_prompt(prompt_text),
+        float(temperature),
+        json_required,
     )
 
 
@@ -162,6 +167,15 @@ async def chat_completions(request: web.Request) -> web.Response:
     if plan.garbage:
         state.stats.record_event(model, GARBAGE)
         content = state.chaos_rng.choice(GARBAGE_ANSWERS)
+    elif isinstance(completion.prompt, ModePrompt):  # combined or pairwise: always JSON
+        content = answer_mode_prompt(
+            persona,
+            completion.prompt,
+            seed=config.seed,
+            temperature=completion.temperature,
+            rng=state.score_rng,
+            t0_noise=config.t0_noise_for(model, persona.name),
+        )
     else:
         prompt = completion.prompt
         score = judge_score(
@@ -178,6 +192,9 @@ async def chat_completions(request: web.Request) -> web.Response:
         )
         fmt = "json" if completion.json_required else state.chaos_rng.choice(config.formats)
         content = render_answer(fmt, score, reasoning_for(score, prompt.low, prompt.high))
+    if config.ms_per_token > 0:
+        # A model writes its answer token by token: longer answers take longer.
+        await asyncio.sleep(estimate_tokens(content) * config.ms_per_token / 1000)
     return _answer(state, model, 200, chat_completion(model, content, completion.prompt_text))
 
 
