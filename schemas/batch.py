@@ -259,6 +259,9 @@ class BatchConfig(_Strict):
     max_item_chars: int = Field(default=1_000_000, gt=0)
     # Stop taking new judge calls once the recorded cost reaches this many US dollars.
     max_cost_usd: float | None = Field(default=None, gt=0)
+    # Reuse a judge's stored answer to the very same call (model, endpoint, prompt,
+    # temperature, sample index), and store new ones: a re-run costs nothing (worker.cache).
+    cache: bool = True
     # per_dimension: one call per (item, dimension, judge, sample); combined: one call per
     # (item, judge, sample) scores every dimension at once.
     mode: JudgingMode = "per_dimension"

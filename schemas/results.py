@@ -39,6 +39,8 @@ class SampleResult(BaseModel):
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cost_usd: float = 0.0
+    # Taken from the result cache (worker.cache): no judge call was made, nothing was spent.
+    cached: bool = False
 
     @property
     def ok(self) -> bool:

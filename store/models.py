@@ -81,6 +81,26 @@ class SampleRow(_CellKey, Base):
     prompt_tokens: Mapped[int] = mapped_column(Integer, default=0)
     completion_tokens: Mapped[int] = mapped_column(Integer, default=0)
     cost_usd: Mapped[float] = mapped_column(Float, default=0.0)
+    # Reused from the result cache: no judge call was made for it (cost_usd is then 0).
+    cached: Mapped[bool] = mapped_column(default=False)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class CachedAnswerRow(Base):
+    """A judge's parsed answer to one exact call, keyed by a hash of everything that shapes
+    the call (worker.cache.cache_key); shared by every batch. Only successful answers."""
+
+    __tablename__ = "jury_result_cache"
+
+    key: Mapped[str] = mapped_column(String(64), primary_key=True)
+    # For people looking at the table (and deleting a model's answers): not part of a lookup.
+    model: Mapped[str] = mapped_column(String(ID), index=True)
+    score: Mapped[float] = mapped_column(Float)
+    reasoning: Mapped[str | None] = mapped_column(Text, nullable=True)
+    prompt_tokens: Mapped[int] = mapped_column(Integer, default=0)
+    completion_tokens: Mapped[int] = mapped_column(Integer, default=0)
+    # What the call cost when it was made; a sample reusing it costs nothing.
+    cost_usd: Mapped[float] = mapped_column(Float, default=0.0)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
 

@@ -37,6 +37,7 @@ from store.repository import (
 )
 from worker.aggregation import build_verdict
 from worker.budget import BudgetMeter
+from worker.cache import ResultCache
 from worker.gating import Deferred, GatedCall
 from worker.judging import CallJudge, RetryPolicy, judge_one_sample
 from worker.pairwise import with_pairwise_outcome
@@ -97,6 +98,7 @@ class WorkerRuntime:
         self.limiter = RedisRateLimiter(
             client, settings.rate_horizon_s, margin=settings.rate_margin
         )
+        self.result_cache = ResultCache(self.sessions)
 
     def _config(self, batch_id: str) -> BatchConfig:
         return load_config(self.sessions, batch_id)
@@ -167,8 +169,12 @@ class WorkerRuntime:
             judge = config.judge(ref.judge)
             dimension = config.dimension(ref.dimension)
             item = self.item(ref.batch_id, ref.item_id)
+            key, cached = self.result_cache.lookup(config, judge, dimension, item, ref.sample)
+            if cached is not None:
+                return cached  # this very call was answered before: no call, no cost
             gated = GatedCall(self.call, self.limiter, self.settings.rate_horizon_s)
             result = judge_one_sample(judge, dimension, item, ref.sample, gated, self.policy)
+            self.result_cache.keep(key, judge, result)
         except Deferred:
             raise  # the task retries later; nothing was called, nothing is stored
         except Exception as exc:
