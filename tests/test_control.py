@@ -131,7 +131,8 @@ def test_budget_cap_stops_new_calls_and_resume_raises_it(
             "output_cost_per_token": 0.001,
         }
     ]
-    batch = write_batch(tmp_path, simulator, judges, max_cost_usd=1.0)
+    # No result cache: answers cached by earlier tests would cost nothing and blur the count.
+    batch = write_batch(tmp_path, simulator, judges, max_cost_usd=1.0, cache=False)
     env = worker_env(sqlite_workers)
     done = jury(["submit", str(batch), "--wait", "--timeout", "60"], env, tmp_path)
     assert done.returncode == 1, done.stdout + done.stderr  # stopped, not completed
