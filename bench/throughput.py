@@ -72,15 +72,29 @@ class Peaks(threading.Thread):
         self.base_memory = int(self.client.info("memory")["used_memory"])
         self.redis_bytes = 0
         self.rss_bytes = 0
+        self.rss_series: list[int] = []  # summed over the workers, every half second
         self.stopped = threading.Event()
 
     def run(self) -> None:
         while not self.stopped.wait(0.5):
             used = int(self.client.info("memory")["used_memory"]) - self.base_memory
             self.redis_bytes = max(self.redis_bytes, used)
+            total = 0
             for process in self.processes:
                 tree = [process, *process.children(recursive=True)]
-                self.rss_bytes = max(self.rss_bytes, sum(p.memory_info().rss for p in tree))
+                rss = sum(p.memory_info().rss for p in tree)
+                self.rss_bytes = max(self.rss_bytes, rss)
+                total += rss
+            self.rss_series.append(total)
+
+    def rss_drift_mb(self) -> float:
+        """Mean worker RSS in the last tenth of the run minus that in the second tenth: how
+        much the workers grew once warmed up (flat: about zero)."""
+        series = self.rss_series
+        tenth = max(1, len(series) // 10)
+        early, late = series[tenth : 2 * tenth] or series, series[-tenth:]
+        per_worker = max(1, len(self.processes))
+        return (sum(late) / len(late) - sum(early) / len(early)) / 2**20 / per_worker
 
 
 def cpu_seconds(pid: int) -> float:
@@ -161,7 +175,9 @@ def run_jury(folder: Path, label: str, judgments_wanted: int, args: argparse.Nam
                 ),
             },
             "peak_redis_mb": round(peaks.redis_bytes / 2**20, 1),
-            "peak_worker_rss_mb": round(peaks.rss_bytes / 2**20 / max(1, len(pids)), 1),
+            "peak_worker_rss_mb": round(peaks.rss_bytes / 2**20, 1),
+            "worker_rss_drift_mb": round(peaks.rss_drift_mb(), 1),
+            "redis_keys_left": redis.Redis.from_url(stack.settings.broker_url).dbsize(),
         }
 
 
@@ -247,7 +263,7 @@ def run_baseline(folder: Path, judgments: int, args: argparse.Namespace) -> dict
 def print_table(rows: list[dict[str, Any]]) -> None:
     kinds = sorted({kind for row in rows for kind in row.get("cpu_ms", {})})
     columns = ["judgments", "wall_s", "publish_per_s", "judgments_per_s"]
-    columns += ["peak_redis_mb", "peak_worker_rss_mb"]
+    columns += ["peak_redis_mb", "peak_worker_rss_mb", "worker_rss_drift_mb", "redis_keys_left"]
     print(f"{'':<30}" + "".join(f"{row['run']:>18}" for row in rows))
     for column in columns:
         print(f"{column:<30}" + "".join(f"{row.get(column, '-')!s:>18}" for row in rows))

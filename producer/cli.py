@@ -179,7 +179,8 @@ def results(batch_id: str, fmt: str, output: Path | None) -> None:
     """Print a batch's result records (one per item and dimension)."""
     sessions = session_factory(_settings().database_url)
     state = batch_status(sessions, batch_id)
-    judges = [j.name for j in load_config(sessions, batch_id).panel]
+    config = load_config(sessions, batch_id)
+    judges = [j.name for j in config.panel]
     if fmt == "table":
         if output is None:
             print_verdicts(sessions, batch_id, make_console())
@@ -195,7 +196,7 @@ def results(batch_id: str, fmt: str, output: Path | None) -> None:
         elif fmt == "jsonl":
             write_jsonl(out, verdicts)
         else:
-            write_csv(out, verdicts, judges)
+            write_csv(out, verdicts, judges, pairwise=config.pairwise is not None)
     finally:
         if output:
             out.close()

@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from html import escape
 from pathlib import Path
 
+from producer.pairwise_report import PairwiseJudgesSection, PairwiseSection
 from producer.report_flagged import FlaggedSection
 from producer.report_sections import (
     AgreementSection,
@@ -80,6 +81,13 @@ document.getElementById('flag-filter')?.addEventListener('input', function (even
 
 def build_sections(config: BatchConfig) -> list[Section]:
     judges = [j.name for j in config.panel]
+    if config.pairwise is not None:  # preferences for A, not scores on the dimension's scale
+        return [
+            PairwiseSection(config.dimensions),
+            PairwiseJudgesSection(config.dimensions, judges),
+            AgreementSection(judges),
+            FlaggedSection(judges),
+        ]
     return [
         DistributionSection(config.dimensions),
         JudgeComparisonSection(config.dimensions, judges),

@@ -90,7 +90,12 @@ class FlaggedSection:
         item = self.items.get(verdict.item_id)
         text = ""
         if item is not None:
-            parts = [("input", item.input), ("output", item.output)]
+            parts = [
+                ("input", item.input),
+                ("output", item.output),
+                ("output A", item.output_a),
+                ("output B", item.output_b),
+            ]
             text = "".join(
                 f"<p><b>{label}</b>: {escape(_excerpt(value))}</p>"
                 for label, value in parts

@@ -17,8 +17,10 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from producer.pairwise_report import PAIRWISE_NOTE, pairwise_table, winner_cell
 from producer.planning import BatchPlan
 from schemas.agreement import Agreement, AgreementAccumulator, AgreementReport
+from schemas.pairwise import PairwiseAccumulator
 from schemas.results import Level, Verdict
 from schemas.status import BatchStatus
 
@@ -44,9 +46,12 @@ class Summary:
     _score_totals: dict[str, float] = field(default_factory=lambda: defaultdict(float))
     _score_counts: Counter[str] = field(default_factory=Counter)
     _agreement: AgreementAccumulator = field(default_factory=AgreementAccumulator)
+    pairwise: PairwiseAccumulator = field(default_factory=PairwiseAccumulator)
 
     def add(self, verdict: Verdict) -> Verdict:
         self._agreement.add(verdict)
+        if verdict.pairwise is not None:
+            self.pairwise.add(verdict.criterion_id, verdict.pairwise)
         self.n_records += 1
         metrics = verdict.consensus_metrics
         self.n_passed += verdict.passed is True
@@ -76,6 +81,8 @@ class Summary:
             },
             "agreement": self.agreement().model_dump(mode="json"),
         }
+        if not self.pairwise.empty:  # pairwise batches: win/loss/tie totals and agreement
+            data["pairwise"] = self.pairwise.report().model_dump(mode="json")
         if status is not None:
             data.update(
                 n_samples=status.n_samples,
@@ -127,12 +134,25 @@ CSV_COLUMNS = [
 ]
 
 
-def write_csv(out: IO[str], verdicts: Iterable[Verdict], judges: list[str]) -> Summary:
-    """One row per record; each judge adds its aggregated score, std and failed count."""
+PAIRWISE_CSV_COLUMNS = [
+    "winner",
+    "score_a",
+    "score_b",
+    "agreement_pct",
+    "position_consistency_pct",
+    "first_position_bias",
+]
+
+
+def write_csv(
+    out: IO[str], verdicts: Iterable[Verdict], judges: list[str], pairwise: bool = False
+) -> Summary:
+    """One row per record; each judge adds its aggregated score, std and failed count; a
+    pairwise batch adds its winner and agreement columns at the end."""
     summary = Summary()
     writer = csv.writer(out)
     judge_columns = [f"{j}:{part}" for j in judges for part in ("score", "std", "n_failed")]
-    writer.writerow(CSV_COLUMNS + judge_columns)
+    writer.writerow(CSV_COLUMNS + judge_columns + (PAIRWISE_CSV_COLUMNS if pairwise else []))
     for verdict in verdicts:
         summary.add(verdict)
         m = verdict.consensus_metrics
@@ -151,6 +171,9 @@ def write_csv(out: IO[str], verdicts: Iterable[Verdict], judges: list[str]) -> S
         for judge in judges:
             e = verdict.llm_evaluations.get(judge)
             row += [e.aggregated_score, e.within_model_std, e.n_failed] if e else ["", "", ""]
+        if pairwise:
+            outcome = verdict.pairwise.model_dump() if verdict.pairwise else {}
+            row += [outcome.get(column, "") for column in PAIRWISE_CSV_COLUMNS]
         writer.writerow(row)
     return summary
 
@@ -189,9 +212,12 @@ def verdict_table(
                 style=_LEVEL_STYLE.get(level, "red") if level else "red",
             ),
             Text(m.confidence.value, style=_LEVEL_STYLE[m.confidence]),
-            {True: Text("pass", style="green"), False: Text("fail", style="red"), None: Text("—")}[
-                verdict.passed
-            ],
+            winner_cell(verdict)
+            or {
+                True: Text("pass", style="green"),
+                False: Text("fail", style="red"),
+                None: Text("—"),
+            }[verdict.passed],
             Text("⚑ review", style="bold red") if m.flag_for_review else "",
         ]
         table.add_row(*cells)
@@ -201,6 +227,9 @@ def verdict_table(
 def print_summary(console: Console, status: BatchStatus, summary: Summary) -> None:
     if summary.n_records:
         print_agreement(console, summary.agreement())
+    if not summary.pairwise.empty:
+        console.print(pairwise_table(summary.pairwise.report()))
+        console.print(f"[dim]{PAIRWISE_NOTE}[/]", highlight=False)
     consensus = ", ".join(f"{k} {v}" for k, v in sorted(summary.consensus.items()))
     console.print(
         f"[bold]{status.name}[/] ({status.batch_id}): {status.status.value}; "
