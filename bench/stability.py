@@ -1,16 +1,18 @@
 """Stability benchmark: does a panel give steadier and truer verdicts than a single judge?
 
     .venv/bin/python -m bench.stability [--items 60] [--runs 5] [--panel noisy@a,noisy@b,noisy@c]
+                                        [--t0-noise 0,0.25,0.5]
 
 The same batch (`--items` answers × relevance and accuracy, threshold 3.5 on 1..5) is judged
 `--runs` times by each configuration, through the real pipeline: an embedded Redis, the
-simulator, two worker processes.
+simulator, two worker processes. The result cache is off (`cache: false`): every run asks
+the judges again, as the runs must be independent.
 
-- `single, T=0`: one `noisy` judge, one sample, temperature 0 — the single-judge set-up the
-  issue describes. The simulator scales a persona's noise by the temperature, so at 0 this
-  judge is deterministic: its verdicts cannot flip, and its only error is rounding the truth
-  to a whole score. Real providers are not deterministic at temperature 0; the simulator
-  does not model that.
+- `single, T=0, floor F`: one `noisy` judge, one sample, temperature 0 — the single-judge
+  set-up the issue describes — once per noise floor in `--t0-noise`. The simulator scales a
+  persona's noise by max(temperature, floor): real providers are not deterministic at
+  temperature 0, and the floor models that. With floor 0 the judge is deterministic: its
+  verdicts cannot flip, and its only error is rounding the truth to a whole score.
 - `single, T=0.8`: the same judge, one sample, at jury's default temperature.
 - `panel`: the `--panel` judges (default three `noisy` judges), `--n` samples each, T=0.8.
 
@@ -59,6 +61,12 @@ class Configuration:
     personas: tuple[str, ...]
     n: int
     temperature: float
+    t0_noise: float | None = None  # the simulator's noise floor for these judges
+
+
+def floor_model(persona: str, floor: float) -> str:
+    """The judge's model name for one noise floor: the simulator sets floors per model."""
+    return f"{persona}@floor{floor:g}"
 
 
 @dataclass
@@ -112,6 +120,7 @@ def write_batch(
                 "judges": judges,
                 "dimensions": list(DIMENSIONS),
                 "items": items.name,
+                "cache": False,  # independent runs: no answer reused from an earlier one
             }
         )
     )
@@ -179,13 +188,13 @@ def print_table(results: dict[str, dict[str, Any]], calls: dict[str, int]) -> No
         ("calls/cell", "calls_per_cell", "{}"),
         ("s/run", "seconds_per_run", "{:.1f}"),
     ]
-    header = f"{'configuration':<22}" + "".join(f"{title:>15}" for title, _, _ in columns)
+    header = f"{'configuration':<26}" + "".join(f"{title:>15}" for title, _, _ in columns)
     print(header)
     print("-" * len(header))
     for label, row in results.items():
         row = {**row, "calls_per_cell": calls[label]}
         cells = ["—" if row[key] is None else fmt.format(row[key]) for _, key, fmt in columns]
-        print(f"{label:<22}" + "".join(f"{cell:>15}" for cell in cells))
+        print(f"{label:<26}" + "".join(f"{cell:>15}" for cell in cells))
 
 
 def main() -> None:
@@ -197,15 +206,40 @@ def main() -> None:
     parser.add_argument("--single", default="noisy", help="the single judge's persona")
     parser.add_argument("--seed", type=int, default=0, help="the simulator's seed")
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument(
+        "--t0-noise",
+        default="0,0.25,0.5",
+        help="comma list of noise floors for the single judge at T=0, in temperature units",
+    )
     args = parser.parse_args()
     if args.runs < 2 or args.items < 1:
         parser.error("--runs must be at least 2 (flips are between runs) and --items at least 1")
+    try:
+        floors = [float(f) for f in args.t0_noise.split(",") if f.strip()]
+    except ValueError:
+        floors = [-1.0]
+    if not floors or any(not 0 <= f <= 2 for f in floors):
+        parser.error("--t0-noise must be a comma list of numbers in [0, 2]")
     panel = tuple(p.strip() for p in args.panel.split(",") if p.strip())
     configurations = [
-        Configuration("single-t0", "single, T=0", (args.single,), 1, 0.0),
+        Configuration(
+            f"single-t0-floor{f:g}",
+            f"single, T=0, floor {f:g}",
+            (floor_model(args.single, f),),
+            1,
+            0.0,
+            f,
+        )
+        for f in floors
+    ]
+    configurations += [
         Configuration("single-t08", "single, T=0.8", (args.single,), 1, 0.8),
         Configuration("panel", f"panel {len(panel)}×{args.n}, T=0.8", panel, args.n, 0.8),
     ]
+    simulator_options = ["--seed", str(args.seed)]
+    for config in configurations:
+        if config.t0_noise is not None:
+            simulator_options += ["--t0-noise", f"{config.personas[0]}={config.t0_noise:g}"]
     outputs = item_outputs(args.items)
     truth = truths(outputs, args.seed)
     thresholds = {name: Dimension.model_validate(name).resolved_threshold for name in DIMENSIONS}
@@ -214,7 +248,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="jury-bench-") as tmp:
         folder = Path(tmp)
         with local_stack(
-            folder, "stability", ["--seed", str(args.seed)], args.workers, worker_concurrency=32
+            folder, "stability", simulator_options, args.workers, worker_concurrency=32
         ) as stack:
             # Round-robin, so that anything drifting during the benchmark touches every
             # configuration alike.
@@ -240,6 +274,7 @@ def main() -> None:
                 "runs": args.runs,
                 "seed": args.seed,
                 "single": args.single,
+                "t0_noise": floors,
                 "panel": list(panel),
                 "panel_n": args.n,
                 "judge_calls": total_calls,
