@@ -9,9 +9,11 @@ from celery import Celery
 
 from producer.modes import task_refs
 from producer.publishing import Publisher, all_samples, cell_samples
+from schemas.adaptive import first_round
 from schemas.status import BatchState
 from schemas.tasks import CellRef, SampleRef, budget_cap_key
 from store.cells import reopen_cells, stored_sample_keys
+from store.escalations import escalated_cells
 from store.repository import (
     batch_status,
     iter_item_ids,
@@ -45,15 +47,18 @@ class ResumePlan:
 def plan_resume(sessions: Sessions, batch_id: str, missing_only: bool) -> ResumePlan:
     """Samples with no stored result, and (unless `missing_only`) those stored as failures."""
     config = load_config(sessions, batch_id)
-    expected = all_samples(config)
+    # An adaptive cell expects its first round, or every sample once it was escalated.
+    everything, first = all_samples(config), first_round(config)
     cells: dict[tuple[str, str], list[tuple[str, int]]] = {}
     failed: dict[tuple[str, str], list[tuple[str, int]]] = {}
     for item_ids in iter_item_ids(sessions, batch_id):
         stored = stored_sample_keys(sessions, batch_id, item_ids)
+        escalated = escalated_cells(sessions, batch_id, item_ids) if config.adaptive else set()
         for item_id in item_ids:
             for dimension in config.dimensions:
                 key = (item_id, dimension.name)
                 have = stored.get(key, {})
+                expected = everything if key in escalated else first
                 redo = [s for s in expected if s not in have or (not missing_only and not have[s])]
                 if redo:
                     cells[key] = redo

@@ -7,6 +7,7 @@ from typing import Any
 
 from producer.model_catalog import model_prices
 from producer.modes import calls_per_task
+from schemas.adaptive import first_round_panel
 from schemas.batch import BatchConfig
 
 # Characters per token, and the fixed part of every prompt (system message, instructions).
@@ -32,6 +33,8 @@ class BatchPlan:
     n_dimensions: int
     n_cells: int
     judges: list[JudgePlan]
+    # Adaptive batches: the calls of every cell's first round (the judges' plans are caps).
+    first_round_calls: int | None = None
 
     @property
     def calls(self) -> int:
@@ -49,6 +52,7 @@ class BatchPlan:
             "n_cells": self.n_cells,
             "calls": self.calls,
             "estimated_cost_usd": self.cost_usd,
+            "first_round_calls": self.first_round_calls,
             "judges": [j.__dict__ for j in self.judges],
         }
 
@@ -85,4 +89,7 @@ def plan_batch(config: BatchConfig, n_items: int, item_text_chars: int) -> Batch
         judges.append(
             JudgePlan(judge.name, judge.model, calls, prompt_tokens, completion_tokens, cost)
         )
-    return BatchPlan(n_items, len(dims), n_cells, judges)
+    first = None
+    if config.adaptive is not None:
+        first = tasks * orders * sum(j.n for j in first_round_panel(config))
+    return BatchPlan(n_items, len(dims), n_cells, judges, first)

@@ -89,7 +89,21 @@ class Summary:
                 n_failed_samples=status.n_failed_samples,
                 cost_usd=round(status.cost_usd, 6),
             )
+            if status.adaptive:
+                data["adaptive"] = adaptive_figures(status)
         return data
+
+
+def adaptive_figures(status: BatchStatus) -> dict[str, Any]:
+    """Calls an adaptive batch made against its cap; `saved` once it has finished."""
+    saved = status.n_samples_expected - status.n_samples if status.status.finished else None
+    return {
+        "cap": status.n_samples_expected,
+        "calls": status.n_samples,
+        "saved": saved,
+        "escalated_cells": status.n_escalated,
+        "cells": status.n_cells,
+    }
 
 
 def make_console(stderr: bool = False) -> Console:
@@ -238,6 +252,14 @@ def print_summary(console: Console, status: BatchStatus, summary: Summary) -> No
         f"{status.n_samples} samples ({status.n_failed_samples} failed), "
         f"cost ${status.cost_usd:.4f}"
     )
+    if status.adaptive:
+        figures = adaptive_figures(status)
+        saved = "" if figures["saved"] is None else f", {figures['saved']:,} calls saved"
+        console.print(
+            f"adaptive: {figures['calls']:,} of at most {figures['cap']:,} calls{saved}; "
+            f"{figures['escalated_cells']:,} of {figures['cells']:,} cells escalated",
+            highlight=False,
+        )
 
 
 def _short(judge: str) -> str:
@@ -317,3 +339,9 @@ def print_plan(console: Console, name: str, plan: BatchPlan) -> None:
         f"{plan.calls:,} judge calls; estimated cost {total}",
         highlight=False,
     )
+    if plan.first_round_calls is not None:
+        console.print(
+            f"adaptive: {plan.first_round_calls:,} calls in the first round; the calls and cost "
+            "above are the cap, spent only on cells the first round leaves uncertain",
+            highlight=False,
+        )

@@ -23,7 +23,8 @@ from redis.lock import Lock
 
 from producer.loading import BatchSource, load_batch
 from producer.modes import task_refs
-from producer.publishing import Publisher, all_samples, cell_samples
+from producer.publishing import Publisher, cell_samples
+from schemas.adaptive import first_round
 from schemas.batch import BatchConfig, Item
 from schemas.errors import JuryError
 from schemas.status import BatchState
@@ -141,7 +142,7 @@ def _publish_from(
 
 
 def _judge_tasks(batch_id: str, config: BatchConfig, items: list[Item]) -> Iterator[SampleRef]:
-    samples = all_samples(config)
+    samples = first_round(config)  # all of them, unless the batch is adaptive
     for item in items:
         for dimension in config.dimensions:
             yield from cell_samples(CellRef(batch_id, item.id, dimension.name), samples)

@@ -21,6 +21,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from schemas.adaptive import Adaptive
 from schemas.criteria import builtin_criterion
 from schemas.pairwise import PairwiseSettings
 
@@ -126,6 +127,8 @@ class Judge(_Strict):
     temperature: float = Field(default=DEFAULT_TEMPERATURE, ge=0, le=2)
     weight: float = Field(default=1.0, gt=0)
     enabled: bool = True
+    # With `adaptive`: called only for the cells its first round leaves uncertain.
+    reserve: bool = False
     rpm: int | None = Field(default=None, gt=0)
     tpm: int | None = Field(default=None, gt=0)
     max_in_flight: int | None = Field(default=None, gt=0)
@@ -267,6 +270,8 @@ class BatchConfig(_Strict):
     mode: JudgingMode = "per_dimension"
     # Present: compare output_a with output_b of each item (schemas.pairwise).
     pairwise: PairwiseSettings | None = None
+    # Present: a cheaper first round per cell, the rest where it is uncertain (schemas.adaptive).
+    adaptive: Adaptive | None = None
 
     @field_validator("pairwise", mode="before")
     @classmethod
@@ -319,11 +324,25 @@ class BatchConfig(_Strict):
                 "which a pairwise batch does not have (its verdict is a winner); use mean, "
                 "median, weighted_mean, min or max"
             )
+        self._check_adaptive()
         dims = [d.name for d in self.dimensions]
         dupes = sorted({d for d in dims if dims.count(d) > 1})
         if dupes:
             raise ValueError(f"dimension names must be unique, {dupes} appear twice")
         return self
+
+    def _check_adaptive(self) -> None:
+        reserve = [j.name for j in self.panel if j.reserve]
+        if self.adaptive is None:
+            if reserve:
+                raise ValueError(
+                    f"judges {reserve} are `reserve: true`, which only an `adaptive:` batch uses"
+                )
+            return
+        if self.mode != "per_dimension" or self.pairwise is not None:
+            raise ValueError("adaptive: works with mode per_dimension only, not combined/pairwise")
+        if len(reserve) == len(self.panel):
+            raise ValueError("adaptive: every judge is a reserve judge; the first round has none")
 
     @property
     def panel(self) -> list[Judge]:

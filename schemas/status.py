@@ -39,6 +39,9 @@ class BatchStatus(BaseModel):
     n_cells: int
     n_samples_expected: int
     n_items_published: int = 0
+    # Adaptive batches: how many cells were escalated past their first round.
+    adaptive: bool = False
+    n_escalated: int = 0
     n_verdicts: int
     n_samples: int
     n_failed_samples: int

@@ -162,3 +162,12 @@ class PairOutcomeRow(_CellKey, Base):
     __table_args__ = (UniqueConstraint("batch_id", "item_id", "dimension", name="uq_pair_outcome"),)
 
     outcome: Mapped[dict[str, Any]] = mapped_column(JSON)
+
+
+class EscalationRow(_CellKey, Base):
+    """A cell of an adaptive batch whose first round was uncertain: it gets every sample."""
+
+    __tablename__ = "jury_escalations"
+    __table_args__ = (UniqueConstraint("batch_id", "item_id", "dimension", name="uq_escalation"),)
+
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 
-from sqlalchemy import select, update
+from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
 from schemas.batch import BatchConfig, Item
 from schemas.errors import UnknownBatchError
 from schemas.status import BatchState, BatchStatus
 from store.engine import write_transaction
-from store.models import BatchRow, ItemRow, utcnow
+from store.models import BatchRow, EscalationRow, ItemRow, utcnow
 from store.sql import Sessions, insert_ignoring_duplicates
 
 
@@ -133,6 +133,8 @@ def batch_status(sessions: Sessions, batch_id: str) -> BatchStatus:
             n_cells=row.n_cells,
             n_samples_expected=row.n_samples_expected,
             n_items_published=row.n_items_published,
+            adaptive=bool(row.config.get("adaptive")),
+            n_escalated=_count_escalated(session, batch_id) if row.config.get("adaptive") else 0,
             n_verdicts=row.n_verdicts,
             n_samples=row.n_samples,
             n_failed_samples=row.n_failed_samples,
@@ -204,3 +206,10 @@ def set_max_cost(sessions: Sessions, batch_id: str, max_cost_usd: float) -> None
     with write_transaction(sessions) as session:
         row = batch_row(session, batch_id, lock=True)
         row.config = {**row.config, "max_cost_usd": max_cost_usd}
+
+
+def _count_escalated(session: Session, batch_id: str) -> int:
+    found = session.scalar(
+        select(func.count()).select_from(EscalationRow).where(EscalationRow.batch_id == batch_id)
+    )
+    return int(found or 0)

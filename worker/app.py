@@ -8,6 +8,7 @@ from celery import Celery
 from celery.signals import worker_ready, worker_shutdown
 
 from schemas.settings import Settings
+from schemas.tasks import JUDGE_TASK, SampleRef
 from worker.runtime import WorkerRuntime
 from worker.sweeper import SweeperThread
 from worker.tasks import register_tasks
@@ -19,11 +20,15 @@ def create_worker_app(settings: Settings) -> Celery:
     lock = threading.Lock()
     holder: list[WorkerRuntime] = []
 
+    def publish(tasks: list[tuple[SampleRef, str]]) -> None:
+        for ref, queue in tasks:
+            app.send_task(JUDGE_TASK, args=list(ref), queue=queue, ignore_result=True)
+
     def runtime() -> WorkerRuntime:
         # Built on first use inside the worker (after any fork), shared by its threads.
         with lock:
             if not holder:
-                holder.append(WorkerRuntime(settings))
+                holder.append(WorkerRuntime(settings, publish=publish))
             return holder[0]
 
     register_tasks(app, runtime)

@@ -16,18 +16,21 @@ from __future__ import annotations
 import functools
 import logging
 import time
+from collections.abc import Callable
 from typing import Any
 
 import redis
 
-from schemas.batch import BatchConfig, Item
+from schemas.adaptive import escalation, first_round, first_round_panel, is_uncertain
+from schemas.batch import BatchConfig, Item, Judge
 from schemas.errors import JuryError
 from schemas.results import SampleResult, Verdict
-from schemas.settings import Settings
+from schemas.settings import Settings, lane_queue
 from schemas.status import BatchState
 from schemas.tasks import CellRef, SampleRef
 from store.cells import count_cell_samples, list_samples, record_sample, save_cell, stored_cost
 from store.engine import session_factory
+from store.escalations import is_escalated, mark_escalated
 from store.repository import (
     batch_state,
     item_positions,
@@ -76,9 +79,19 @@ class CellIncomplete(JuryError):
         self.missing = missing
 
 
+# Queues judge tasks (an adaptive cell's escalation): (task, queue) pairs.
+PublishTasks = Callable[[list[tuple[SampleRef, str]]], None]
+
+
 class WorkerRuntime:
-    def __init__(self, settings: Settings, call: CallJudge | None = None) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        call: CallJudge | None = None,
+        publish: PublishTasks | None = None,
+    ) -> None:
         self.settings = settings
+        self.publish = publish or _cannot_publish
         self.sessions = session_factory(settings.database_url)
         self.policy = RetryPolicy(
             max_attempts=settings.max_attempts,
@@ -189,19 +202,47 @@ class WorkerRuntime:
         return result
 
     def finalize_if_complete(self, cell: CellRef) -> Verdict | None:
-        """The verdict, if every sample of the cell is stored (a cheap count first)."""
-        expected = self.config(cell.batch_id).samples_per_cell
-        if count_cell_samples(self.sessions, cell) < expected:
-            return None
+        """The verdict, if every sample the cell expects is stored (a cheap count first).
+
+        An adaptive cell expects its first round; if that is uncertain, the cell is escalated
+        (once, whoever gets there first) and then expects every sample.
+        """
+        config = self.config(cell.batch_id)
+        count = count_cell_samples(self.sessions, cell)
         try:
-            return self.finalize(cell)
+            if config.adaptive is None or is_escalated(self.sessions, cell):
+                return self.finalize(cell) if count >= config.samples_per_cell else None
+            if count < len(first_round(config)):
+                return None
+            return self._first_round(cell, config)
         except CellIncomplete:
             log.warning("%s has samples of judges outside the panel; left to the sweeper", cell)
             return None
 
+    def _first_round(self, cell: CellRef, config: BatchConfig) -> Verdict | None:
+        assert config.adaptive is not None
+        panel = first_round_panel(config)
+        kept, verdict = self._verdict(cell, config, panel)
+        more = escalation(config)
+        if more and is_uncertain(verdict, config.adaptive.max_std):
+            if mark_escalated(self.sessions, cell):
+                lanes = {
+                    judge.name: lane_queue(self.settings.queue, n, self.settings.lanes)
+                    for n, judge in enumerate(config.panel)
+                }
+                self.publish([(SampleRef(*cell, j, i), lanes[j]) for j, i in more])
+            return None
+        return self._save(cell, config, kept, verdict)
+
     def finalize(self, cell: CellRef) -> Verdict:
+        """Build and store the verdict from every sample of the panel."""
         config = self.config(cell.batch_id)
-        panel = config.panel
+        kept, verdict = self._verdict(cell, config, config.panel)
+        return self._save(cell, config, kept, verdict)
+
+    def _verdict(
+        self, cell: CellRef, config: BatchConfig, panel: list[Judge]
+    ) -> tuple[list[SampleResult], Verdict]:
         samples = {(s.judge, s.sample): s for s in list_samples(self.sessions, cell)}
         expected = [(j.name, i) for j in panel for i in range(j.n)]
         missing = [key for key in expected if key not in samples]
@@ -209,7 +250,11 @@ class WorkerRuntime:
             raise CellIncomplete(cell, missing)
         kept = [samples[key] for key in expected]
         dimension = config.dimension(cell.dimension)
-        verdict = build_verdict(cell.item_id, dimension, panel, kept, config.aggregation)
+        return kept, build_verdict(cell.item_id, dimension, panel, kept, config.aggregation)
+
+    def _save(
+        self, cell: CellRef, config: BatchConfig, kept: list[SampleResult], verdict: Verdict
+    ) -> Verdict:
         if config.pairwise is not None:
             tolerance = config.pairwise.tie_tolerance
             verdict = with_pairwise_outcome(self.sessions, cell, verdict, kept, tolerance)
@@ -217,3 +262,7 @@ class WorkerRuntime:
         dimension_position = [d.name for d in config.dimensions].index(cell.dimension)
         save_cell(self.sessions, cell, kept, verdict, (position, dimension_position))
         return verdict
+
+
+def _cannot_publish(tasks: list[tuple[SampleRef, str]]) -> None:
+    raise JuryError(f"this runtime cannot queue tasks ({len(tasks)} escalation tasks)")

@@ -14,10 +14,12 @@ from collections.abc import Callable
 
 import redis
 
+from schemas.adaptive import first_round
 from schemas.settings import Settings
+from schemas.tasks import CellRef
 from store.cells import complete_cells_without_verdict
 from store.repository import running_batches
-from worker.runtime import CellIncomplete, WorkerRuntime
+from worker.runtime import WorkerRuntime
 
 log = logging.getLogger("jury.sweeper")
 
@@ -27,16 +29,18 @@ def sweep_once(runtime: WorkerRuntime) -> int:
     finalized = 0
     for batch_id in running_batches(runtime.sessions):
         config = runtime.config(batch_id)
-        while cells := complete_cells_without_verdict(
-            runtime.sessions, batch_id, config.samples_per_cell
-        ):
+        # An adaptive cell may be complete with its first round alone.
+        minimum = len(first_round(config))
+        checked: set[CellRef] = set()
+        while cells := [
+            cell
+            for cell in complete_cells_without_verdict(runtime.sessions, batch_id, minimum)
+            if cell not in checked
+        ]:
             for cell in cells:
-                try:
-                    runtime.finalize(cell)
+                checked.add(cell)
+                if runtime.finalize_if_complete(cell) is not None:
                     finalized += 1
-                except CellIncomplete:
-                    log.warning("sweeper: %s has samples of judges outside the panel", cell)
-                    return finalized
     if finalized:
         log.info("sweeper finalized %d cells", finalized)
     return finalized

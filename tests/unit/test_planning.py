@@ -158,3 +158,20 @@ def test_models_litellm_can_route_pass(model: str) -> None:
 def test_unknown_judges_are_named(model: str, fragment: str) -> None:
     problem = model_problem(model)
     assert problem is not None and fragment in problem
+
+
+def test_adaptive_plan_counts_the_first_round_apart_from_the_cap() -> None:
+    config = BatchConfig.model_validate(
+        {
+            "judges": [
+                {"model": "openai/a", "n": 3},
+                {"model": "openai/b", "n": 2, "reserve": True},
+            ],
+            "dimensions": ["relevance", "accuracy"],
+            "adaptive": {"initial_samples": 1},
+        }
+    )
+    plan = plan_batch(config, n_items=10, item_text_chars=1000)
+    assert plan.calls == 10 * 2 * (3 + 2)  # the cap
+    assert plan.first_round_calls == 10 * 2 * 1
+    assert plan.as_dict()["first_round_calls"] == 20
