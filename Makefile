@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 
-.PHONY: demo test lint bench-ratelimit bench-faults bench-throughput bench-scaling bench-stability clean
+.PHONY: demo test lint bench-ratelimit bench-faults bench-throughput bench-scaling bench-stability bench-modes clean
 
 $(STAMP): requirements.lock pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -39,6 +39,9 @@ bench-scaling: $(STAMP)
 
 bench-stability: $(STAMP)
 	$(BIN)/python -m bench.stability
+
+bench-modes: $(STAMP)
+	$(BIN)/python -m bench.modes
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache jury.db jury.db-*
