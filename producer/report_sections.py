@@ -14,6 +14,7 @@ from itertools import combinations
 from typing import Protocol
 
 from producer.svg_charts import Bar, Series, colour, diverging_bars, grouped_bars, histogram
+from schemas.agreement import AgreementAccumulator
 from schemas.batch import Dimension
 from schemas.results import Verdict
 
@@ -225,8 +226,10 @@ class AgreementSection:
         self.offsets = {j: Moments() for j in judges}
         self.abs_offsets = {j: Moments() for j in judges}
         self.pairs = {pair: Moments() for pair in combinations(judges, 2)}
+        self.statistics = AgreementAccumulator()  # alpha, Spearman, variance share
 
     def add(self, verdict: Verdict) -> None:
+        self.statistics.add(verdict)
         final = verdict.consensus_metrics.final_score
         scores = {
             j: e.aggregated_score
@@ -257,7 +260,45 @@ class AgreementSection:
             "<th>mean |offset|</th><th>records</th></tr></thead><tbody>"
             + offset_rows
             + '</tbody></table></div><div class="card wide">'
-            "<h3>Pairwise mean absolute difference</h3>" + self._matrix() + "</div></div>"
+            "<h3>Pairwise mean absolute difference</h3>"
+            + self._matrix()
+            + "</div>"
+            + '<div class="card wide"><h3>Reliability across judges</h3>'
+            + self._statistics()
+            + "</div></div>"
+        )
+
+    def _statistics(self) -> str:
+        """Krippendorff's alpha, Spearman and the within-model variance share per dimension
+        (schemas.agreement), the figures `jury results` prints too."""
+        report = self.statistics.report()
+        scopes = [*report.dimensions.items(), ("all cells", report.overall)]
+        rows = []
+        notes = []
+        for name, agreement in scopes:
+            pairs = [p.spearman for p in agreement.spearman if p.spearman is not None]
+            spearman = sum(pairs) / len(pairs) if pairs else None
+            rows.append(
+                f"<tr><th>{escape(name)}</th><td>{agreement.n_items}</td>"
+                f"<td>{fmt_score(agreement.alpha_interval, 3)}</td>"
+                f"<td>{fmt_score(agreement.alpha_ordinal, 3)}</td>"
+                f"<td>{fmt_score(spearman, 3)}</td>"
+                f"<td>{fmt_score(agreement.within_model_variance_share, 3)}</td></tr>"
+            )
+            if agreement.alpha_note:
+                notes.append(f"{escape(name)}: {escape(agreement.alpha_note)}")
+        note = f'<p class="note">{"<br>".join(notes)}</p>' if notes else ""
+        return (
+            '<table class="grid"><thead><tr><th>dimension</th><th>items</th>'
+            "<th>α interval</th><th>α ordinal</th><th>mean Spearman</th>"
+            "<th>within-model variance share</th></tr></thead><tbody>"
+            + "".join(rows)
+            + "</tbody></table>"
+            + note
+            + '<p class="note">Krippendorff\'s α: 1 is perfect agreement, 0 what chance gives. '
+            "Within-model variance share: the part of a cell's spread that comes from a judge "
+            "disagreeing with itself (more samples help) rather than judges disagreeing with "
+            "each other.</p>"
         )
 
     def _matrix(self) -> str:

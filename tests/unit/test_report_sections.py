@@ -18,6 +18,7 @@ from producer.report_sections import (
     bin_width,
 )
 from producer.svg_charts import Bar, histogram
+from schemas.agreement import batch_agreement
 from schemas.batch import Dimension
 from schemas.errors import ConfigurationError
 from schemas.results import ConsensusMetrics, JudgeEvaluation, Level, Verdict
@@ -131,6 +132,24 @@ def test_agreement_offsets_and_pairwise_differences_by_hand() -> None:
     assert section.pairs[("b", "c")].n == 2
     html = agreement_html(records, JUDGES)
     assert "2.00" in html and "-1.000" in html and "harsher" in html
+
+
+def test_agreement_section_shows_the_batch_reliability_statistics() -> None:
+    records = [
+        verdict({"a": 1.0, "b": 2.0, "c": 1.0}, item="q1"),
+        verdict({"a": 3.0, "b": 3.0, "c": 4.0}, item="q2"),
+        verdict({"a": 5.0, "b": 4.0, "c": 5.0}, item="q3"),
+        verdict({"a": 2.0, "b": 2.0, "c": None}, item="q4"),
+    ]
+    expected = batch_agreement(records).overall
+    html = agreement_html(records, JUDGES)
+    assert "Reliability across judges" in html
+    assert expected.alpha_interval is not None and expected.alpha_ordinal is not None
+    assert f"<td>{expected.alpha_interval:.3f}</td>" in html
+    assert f"<td>{expected.alpha_ordinal:.3f}</td>" in html
+    # A single judge: alpha is undefined and the section says why.
+    lone = agreement_html([verdict({"a": 3.0})], ["a"])
+    assert "α interval" in lone and "—" in lone
 
 
 def test_agreement_with_one_judge_says_so() -> None:
