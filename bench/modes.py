@@ -16,7 +16,9 @@ until all its dimensions are scored if its calls run at once (per dimension: the
 its calls; combined: its one call) and if they ran one after another (the sum); input and
 output tokens per item; and the agreement of the two modes' final scores per cell (mean
 absolute difference, Pearson r, same pass/fail verdict) with each mode's error against the
-simulator's latent truth. Prints a table and one JSON line.
+simulator's latent truth. A second per-dimension run gives the agreement that sampling noise
+alone leaves between two runs of one mode, to read the first against. Prints a table and one
+JSON line.
 """
 
 from __future__ import annotations
@@ -115,6 +117,10 @@ def _median(values: list[float]) -> float | None:
     return statistics.median(values) if values else None
 
 
+def _rounded(value: float | None) -> float | None:
+    return None if value is None else round(value, 1)
+
+
 def mode_figures(run: dict[str, Any]) -> dict[str, Any]:
     """Calls, latency per item and tokens per item of one mode's run."""
     combined = run["mode"] == "combined"
@@ -140,8 +146,8 @@ def mode_figures(run: dict[str, Any]) -> dict[str, Any]:
         "calls": calls,
         "failed_samples": failed,
         "makespan_s": round(run["makespan_s"], 1),
-        "item_latency_parallel_ms": _median(parallel),
-        "item_latency_sequential_ms": _median(sequential),
+        "item_latency_parallel_ms": _rounded(_median(parallel)),
+        "item_latency_sequential_ms": _rounded(_median(sequential)),
         "input_tokens_per_item": _median(prompt_tokens),
         "output_tokens_per_item": _median(completion_tokens),
     }
@@ -176,10 +182,10 @@ def agreement(
         "pearson_r": None if r is None else round(r, 4),
         "same_verdict": round(sum(same for *_, same in pairs) / len(pairs), 4) if pairs else None,
         "mae_vs_truth": {
-            "per_dimension": round(statistics.fmean(abs(a - truth[c]) for c, a, _, _ in pairs), 4)
+            "first": round(statistics.fmean(abs(a - truth[c]) for c, a, _, _ in pairs), 4)
             if pairs
             else None,
-            "combined": round(statistics.fmean(abs(b - truth[c]) for c, _, b, _ in pairs), 4)
+            "second": round(statistics.fmean(abs(b - truth[c]) for c, _, b, _ in pairs), 4)
             if pairs
             else None,
         },
@@ -200,7 +206,18 @@ def _fmt(value: float | None, pattern: str) -> str:
     return "—" if value is None else pattern.format(value)
 
 
-def print_table(figures: dict[str, dict[str, Any]], agreed: dict[str, Any]) -> None:
+def _agreement_line(label: str, agreed: dict[str, Any]) -> str:
+    return (
+        f"{label} over {agreed['cells_compared']} cells: mean |difference| "
+        f"{_fmt(agreed['mean_abs_difference'], '{:.3f}')}, Pearson r "
+        f"{_fmt(agreed['pearson_r'], '{:.3f}')}, same pass/fail verdict "
+        f"{_fmt(agreed['same_verdict'], '{:.1%}')}"
+    )
+
+
+def print_table(
+    figures: dict[str, dict[str, Any]], agreed: dict[str, Any], baseline: dict[str, Any]
+) -> None:
     columns = [
         ("calls", "calls", "{:,}"),
         ("makespan s", "makespan_s", "{:.1f}"),
@@ -214,18 +231,15 @@ def print_table(figures: dict[str, dict[str, Any]], agreed: dict[str, Any]) -> N
     print(header)
     print("-" * len(header))
     for mode, row in figures.items():
-        row = {**row, "mae": agreed["mae_vs_truth"][mode]}
+        side = "first" if mode == "per_dimension" else "second"
+        row = {**row, "mae": agreed["mae_vs_truth"][side]}
         print(f"{mode:<15}" + "".join(f"{_fmt(row[k], fmt):>17}" for _, k, fmt in columns))
     print(
         "latency/item: median over (item, judge, sample) of the time until every dimension is "
         "scored, its calls running at once; sequential: one after another"
     )
-    print(
-        f"agreement between the modes over {agreed['cells_compared']} cells: mean |difference| "
-        f"{_fmt(agreed['mean_abs_difference'], '{:.3f}')}, Pearson r "
-        f"{_fmt(agreed['pearson_r'], '{:.3f}')}, same pass/fail verdict "
-        f"{_fmt(agreed['same_verdict'], '{:.1%}')}"
-    )
+    print(_agreement_line("per_dimension vs combined", agreed))
+    print(_agreement_line("per_dimension vs per_dimension again (noise alone)", baseline))
 
 
 def main() -> None:
@@ -254,11 +268,13 @@ def main() -> None:
         ) as stack:
             for mode in MODES:
                 runs[mode] = run_mode(stack, folder, items, mode, panel, args.n)
+            # The same mode again: how far two runs differ by sampling noise alone.
+            repeat = run_mode(stack, folder, items, "per_dimension", panel, args.n)
     figures = {mode: mode_figures(run) for mode, run in runs.items()}
-    agreed = agreement(
-        runs["per_dimension"]["verdicts"], runs["combined"]["verdicts"], truths(items, args.seed)
-    )
-    print_table(figures, agreed)
+    truth = truths(items, args.seed)
+    agreed = agreement(runs["per_dimension"]["verdicts"], runs["combined"]["verdicts"], truth)
+    baseline = agreement(runs["per_dimension"]["verdicts"], repeat["verdicts"], truth)
+    print_table(figures, agreed, baseline)
     per, comb = figures["per_dimension"], figures["combined"]
     ratios = {
         "input_tokens_per_dimension_over_combined": round(
@@ -280,6 +296,7 @@ def main() -> None:
                 "ms_per_token": args.ms_per_token,
                 "modes": figures,
                 "agreement": agreed,
+                "agreement_per_dimension_repeat": baseline,
                 **ratios,
             }
         )
