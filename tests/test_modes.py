@@ -6,6 +6,8 @@ count anything twice."""
 from __future__ import annotations
 
 import json
+import os
+import signal
 import statistics
 from pathlib import Path
 from typing import Any
@@ -16,8 +18,10 @@ from click.testing import CliRunner
 
 from bench.common import simulator_stats
 from producer.cli import jury
+from producer.loading import load_batch
 from producer.publishing import Publisher, create_producer_app, short_task_id
-from producer.services import ManagedProcess, wait_for
+from producer.services import ManagedProcess, start_simulator, wait_for
+from producer.submission import submit_batch
 from schemas.batch import BatchConfig, Item
 from schemas.pairwise import winner_of
 from schemas.settings import Settings
@@ -26,8 +30,10 @@ from simulator.personas import latent_quality
 from store.cells import iter_verdicts, list_samples
 from store.engine import session_factory
 from store.mode_samples import pair_judgments
+from store.models import PairJudgmentRow
 from store.repository import add_items, batch_status, create_batch, start_batch
-from tests.conftest import SIMULATOR_SEED
+from tests.conftest import SIMULATOR_SEED, WorkerStarter, settings_for
+from tests.test_faults import assert_exactly_once
 from tests.test_pipeline import check_record_against_samples, run_batch
 
 pytestmark = pytest.mark.integration
@@ -232,3 +238,42 @@ def test_combined_task_delivered_twice_counts_once(
         if pairwise:
             assert verdict.pairwise is not None and verdict.pairwise.n_judgments == 2
             assert len(pair_judgments(sessions, cell)) == 2
+
+
+def test_killed_worker_loses_nothing_in_a_combined_pairwise_batch(
+    tmp_path: Path, redis_url: str, start_workers: WorkerStarter
+) -> None:
+    """kill -9 a worker mid-batch: its combined pairwise tasks (two calls each, every
+    dimension's sample and four scores stored in one transaction) come back and are stored
+    once, with their pair scores."""
+    slow = start_simulator(tmp_path, ["--latency-ms", "300", "--latency-sigma", "0.1"])
+    try:
+        settings = settings_for(redis_url, f"sqlite:///{tmp_path / 'jury.db'}").model_copy(
+            update={"visibility_timeout_s": 6, "worker_concurrency": 4}
+        )
+        victim, _ = start_workers(settings, count=2)
+        spec = {
+            "judges": [{"model": "openai/balanced", "n": 2}, {"model": "openai/strict", "n": 2}],
+            "dimensions": ["relevance", TONE],
+            "mode": "combined",
+            "pairwise": {},
+            "items": PAIRS,
+            "cache": False,
+        }
+        sessions = session_factory(settings.database_url)
+        source = load_batch(write_batch(tmp_path, slow, spec))
+        batch_id = submit_batch(source, sessions, create_producer_app(settings))
+        wait_for(lambda: batch_status(sessions, batch_id).n_verdicts >= 2, 60, "first verdicts")
+        assert batch_status(sessions, batch_id).n_verdicts < len(PAIRS) * 2  # mid-batch
+        os.kill(victim.process.pid, signal.SIGKILL)
+        wait_for(lambda: batch_status(sessions, batch_id).status.finished, 120, "the batch")
+        assert_exactly_once(settings, batch_id)
+        calls = sum(int(m.get("200", 0)) for m in simulator_stats(slow)["models"].values())
+        print(f"\n{calls} calls for {len(PAIRS) * 2 * 2 * 2} planned (redone after the kill)")
+        status = batch_status(sessions, batch_id)
+        with sessions() as session:
+            rows = session.query(PairJudgmentRow).filter_by(batch_id=batch_id).count()
+        assert rows == status.n_samples - status.n_failed_samples  # one per scored sample
+        assert all(v.pairwise is not None for v in iter_verdicts(sessions, batch_id))
+    finally:
+        slow.stop()
