@@ -145,6 +145,10 @@ def test_pairwise_batch_judges_both_orders_and_cancels_position_bias(
     table = runner.invoke(jury, ["results", batch_id], env=env)
     assert "pairwise: output A against output B" in table.output
     assert "A wins" in table.output or "B wins" in table.output
+    page = runner.invoke(jury, ["report", batch_id, "-o", "-"], env=env)
+    assert page.exit_code == 0, page.output
+    assert "Pairwise comparison: who wins, per dimension" in page.output
+    assert f"<b>{totals['wins_a']}</b>A wins" in page.output
 
 
 def test_combined_batch_scores_every_dimension_in_one_call(
@@ -277,3 +281,26 @@ def test_killed_worker_loses_nothing_in_a_combined_pairwise_batch(
         assert all(v.pairwise is not None for v in iter_verdicts(sessions, batch_id))
     finally:
         slow.stop()
+
+
+def test_resume_queues_combined_tasks(sqlite_workers: Settings, simulator: ManagedProcess) -> None:
+    """A combined batch whose tasks never ran: `jury resume` queues one task per (item, judge,
+    sample), not one per dimension, and the batch completes."""
+    tag = short_task_id().lower().replace("_", "").replace("-", "")
+    model = tagged("balanced", tag)
+    config = BatchConfig.model_validate(
+        {
+            "judges": [{"model": model, "n": 2, "api_base": simulator.url}],
+            "dimensions": ["relevance", "accuracy", TONE],
+            "mode": "combined",
+        }
+    )
+    batch_id, publisher = _direct_batch(sqlite_workers, config, Item(id="a", output="Reply."))
+    publisher.close()
+    runner = CliRunner()
+    resumed = runner.invoke(jury, ["resume", batch_id, "--wait"], env=sqlite_workers.to_env())
+    assert resumed.exit_code == 0, resumed.output
+    sessions = session_factory(sqlite_workers.database_url)
+    status = batch_status(sessions, batch_id)
+    assert (status.n_verdicts, status.n_samples) == (3, 6)
+    assert answered(simulator, model) == 2  # two combined calls for six samples
