@@ -15,6 +15,7 @@ import pytest
 import redis
 from sqlalchemy import func, select
 
+from bench.common import simulator_stats
 from producer.publishing import Publisher, create_producer_app, short_task_id
 from producer.services import ManagedProcess, start_embedded_redis, start_simulator, wait_for
 from schemas.batch import BatchConfig, Item
@@ -26,7 +27,6 @@ from store.cells import iter_verdicts, list_samples
 from store.engine import session_factory
 from store.models import SampleRow, VerdictRow
 from store.repository import add_items, batch_status, create_batch, load_config, start_batch
-from bench.common import simulator_stats
 from tests.conftest import SIMULATOR_SEED, WorkerStarter, settings_for
 from tests.test_pipeline import run_batch, write_batch
 
