@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 
-.PHONY: demo test lint bench-ratelimit bench-faults bench-throughput bench-scaling bench-stability bench-modes clean
+.PHONY: demo test lint bench-ratelimit bench-faults bench-throughput bench-scaling bench-stability bench-modes bench-cache clean
 
 $(STAMP): requirements.lock pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -42,6 +42,9 @@ bench-stability: $(STAMP)
 
 bench-modes: $(STAMP)
 	$(BIN)/python -m bench.modes
+
+bench-cache: $(STAMP)
+	$(BIN)/python -m bench.cache
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache jury.db jury.db-*
