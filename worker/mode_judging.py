@@ -29,6 +29,8 @@ from worker.mode_prompts import Order, combined_messages, pairwise_messages
 from worker.parsing import ParsedScore
 
 T = TypeVar("T")
+# The most a combined answer may take (the largest max_tokens a judge may set).
+MAX_ANSWER_TOKENS = 32_000
 Answers = dict[str, DimensionAnswer]
 
 
@@ -194,11 +196,14 @@ def judge_all_dimensions(
 ) -> list[JudgedSample]:
     """One sample of every dimension from one combined call (two for a pair item)."""
     tally = CallTally()
+    # `max_tokens` is what one dimension's answer may take: a combined answer holds them all.
+    room = min(MAX_ANSWER_TOKENS, judge.max_tokens * len(dimensions))
+    asking = judge.model_copy(update={"max_tokens": room})
     orders: list[Order | None] = ["AB", "BA"] if item.is_pair else [None]
     try:
         answers = [
             ask(
-                judge,
+                asking,
                 combined_messages(item, dimensions, order),
                 lambda text: parse_combined(text, dimensions, paired=item.is_pair),
                 call,

@@ -142,6 +142,26 @@ def _dimension_answer(value: Any, dimension: Dimension, paired: bool) -> Dimensi
         return exc
 
 
+def _cut_short_scores(text: str, dimensions: Sequence[Dimension], paired: bool) -> dict[str, Any]:
+    """The scores stated before a JSON answer was cut short (by max_tokens, say): what
+    follows each `"<criterion>": {` up to its closing brace, or the end of the text."""
+    found: dict[str, Any] = {}
+    for dimension in dimensions:
+        name = re.escape(dimension.name)
+        entry = re.search(rf'"{name}"\s*:\s*(\{{[^{{}}]*\}}?|"?{_NUMBER})', text, re.IGNORECASE)
+        if entry is None:
+            continue
+        body = entry.group(1)
+        if not body.startswith("{"):
+            found[dimension.name] = body.strip('"')
+            continue
+        keys = ("score_1", "score_2") if paired else ("score",)
+        numbers = [re.search(rf'"{k}"\s*:\s*"?({_NUMBER})', body, re.IGNORECASE) for k in keys]
+        if all(numbers):
+            found[dimension.name] = {k: m.group(1) for k, m in zip(keys, numbers, strict=True) if m}
+    return found
+
+
 def parse_combined(
     text: str | None, dimensions: Sequence[Dimension], paired: bool = False
 ) -> dict[str, DimensionAnswer]:
@@ -151,6 +171,8 @@ def parse_combined(
         raise ScoreParseError("the judge answered with empty text")
     mapping = _scores_mapping(text, [d.name for d in dimensions])
     if mapping is None:
+        mapping = _cut_short_scores(text, dimensions, paired)
+    if not mapping:
         raise ScoreParseError(f"no scores per criterion in the judge's answer: {text[:120]!r}")
     by_key = {_key(k): v for k, v in mapping.items()}
     answers: dict[str, DimensionAnswer] = {}

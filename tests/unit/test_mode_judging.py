@@ -61,6 +61,7 @@ def test_combined_call_stores_a_sample_per_dimension_and_splits_its_usage() -> N
     call = FakeCall([combined_reply({"relevance": {"score": 4}, "tone": {"score": 9}})])
     judged = judge_all_dimensions(JUDGE, [RELEVANCE, TONE], SINGLE, 0, call, policy(), Sleeps())
     assert len(call.calls) == 1
+    assert call.calls[0][0].max_tokens == 2 * JUDGE.max_tokens  # room for every dimension
     assert [(j.dimension, j.result.score) for j in judged] == [("relevance", 4.0), ("tone", 9.0)]
     assert [j.result.prompt_tokens for j in judged] == [51, 50]  # 101 split, remainder first
     assert [j.result.completion_tokens for j in judged] == [4, 3]

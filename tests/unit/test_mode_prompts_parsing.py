@@ -109,3 +109,18 @@ def test_combined_pairwise_answer() -> None:
     parsed = parse_combined(answer, [RELEVANCE, TONE], paired=True)
     assert parsed["relevance"] == ParsedPair(5.0, 3.0, None)
     assert isinstance(parsed["tone"], ScoreParseError)
+
+
+def test_combined_answer_cut_short_keeps_the_scores_it_stated() -> None:
+    depth = Dimension.model_validate("depth")
+    cut = (
+        '{"scores": {"relevance": {"score": 4, "reasoning": "a {brace}"}, "tone": {"score": 8, "rea'
+    )
+    parsed = parse_combined(cut, [RELEVANCE, TONE, depth])
+    assert parsed["relevance"] == ParsedScore(4.0, None)
+    assert parsed["tone"] == ParsedScore(8.0, None)
+    assert isinstance(parsed["depth"], ScoreParseError)
+    pair_cut = '{"scores": {"relevance": {"score_1": 4, "score_2": 2}, "tone": {"score_1": 3'
+    paired = parse_combined(pair_cut, [RELEVANCE, TONE], paired=True)
+    assert paired["relevance"] == ParsedPair(4.0, 2.0, None)
+    assert isinstance(paired["tone"], ScoreParseError)
