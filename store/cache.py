@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sqlalchemy import delete, func, select
+from sqlalchemy.orm import Session
 
 from store.engine import write_transaction
 from store.models import CachedAnswerRow
@@ -41,19 +42,35 @@ def find_cached_answer(sessions: Sessions, key: str) -> CachedAnswer | None:
         )
 
 
+@dataclass(frozen=True)
+class CacheEntry:
+    """An answer to keep, and under which key."""
+
+    key: str
+    model: str
+    answer: CachedAnswer
+
+    def row(self) -> dict[str, object]:
+        return {
+            "key": self.key,
+            "model": self.model,
+            "score": self.answer.score,
+            "reasoning": self.answer.reasoning,
+            "prompt_tokens": self.answer.prompt_tokens,
+            "completion_tokens": self.answer.completion_tokens,
+            "cost_usd": self.answer.cost_usd,
+        }
+
+
+def keep_cached_answer(session: Session, entry: CacheEntry) -> bool:
+    """Within the caller's transaction; False if the key already held an answer."""
+    return bool(insert_ignoring_duplicates(session, CachedAnswerRow, [entry.row()]))
+
+
 def store_cached_answer(sessions: Sessions, key: str, model: str, answer: CachedAnswer) -> bool:
     """Keep an answer under its key; returns False if the key already held one."""
-    row = {
-        "key": key,
-        "model": model,
-        "score": answer.score,
-        "reasoning": answer.reasoning,
-        "prompt_tokens": answer.prompt_tokens,
-        "completion_tokens": answer.completion_tokens,
-        "cost_usd": answer.cost_usd,
-    }
     with write_transaction(sessions) as session:
-        return bool(insert_ignoring_duplicates(session, CachedAnswerRow, [row]))
+        return keep_cached_answer(session, CacheEntry(key, model, answer))
 
 
 def forget_cached_answers(sessions: Sessions, model: str | None = None) -> int:

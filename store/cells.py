@@ -15,6 +15,7 @@ from schemas.pairwise import PairwiseOutcome
 from schemas.results import ConsensusMetrics, JudgeEvaluation, Level, SampleResult, Verdict
 from schemas.status import BatchState
 from schemas.tasks import CellRef
+from store.cache import CacheEntry, keep_cached_answer
 from store.engine import write_transaction
 from store.models import BatchRow, JudgeAggregateRow, PairOutcomeRow, SampleRow, VerdictRow
 from store.repository import batch_row
@@ -237,10 +238,16 @@ def _sample_row(cell: CellRef, sample: SampleResult) -> dict[str, object]:
     }
 
 
-def record_sample(sessions: Sessions, cell: CellRef, sample: SampleResult) -> bool:
-    """Store one sample as soon as it exists; a second delivery of the same task is a no-op."""
+def record_sample(
+    sessions: Sessions, cell: CellRef, sample: SampleResult, cache: CacheEntry | None = None
+) -> bool:
+    """Store one sample as soon as it exists (and the answer to cache, in the same
+    transaction: one write, not two); a second delivery of the same task is a no-op."""
     with write_transaction(sessions) as session:
-        return bool(insert_ignoring_duplicates(session, SampleRow, [_sample_row(cell, sample)]))
+        new = bool(insert_ignoring_duplicates(session, SampleRow, [_sample_row(cell, sample)]))
+        if cache is not None:
+            keep_cached_answer(session, cache)
+        return new
 
 
 def complete_cells_without_verdict(

@@ -40,17 +40,23 @@ def answered(simulator: ManagedProcess, persona: str, status: str) -> int:
 
 def test_the_cache_table_keeps_one_answer_per_key(database_url: str) -> None:
     sessions = session_factory(database_url)
+    # Keys and models of this test alone: the database may hold other tests' answers.
+    unique = secrets.token_hex(8)
+    a, b, c = (f"{letter * 48}{unique}" for letter in "abc")
+    x, y = f"openai/x{unique}", f"openai/y{unique}"
     first = CachedAnswer(4.0, "Relevant.", 100, 12, 0.003)
-    assert store_cached_answer(sessions, "a" * 64, "openai/x", first)
+    assert store_cached_answer(sessions, a, x, first)
     # The same call answered twice at once: the first answer stays, the second is ignored.
-    assert not store_cached_answer(sessions, "a" * 64, "openai/x", CachedAnswer(2, None, 1, 1, 0))
-    assert find_cached_answer(sessions, "a" * 64) == first
-    assert find_cached_answer(sessions, "b" * 64) is None
-    assert store_cached_answer(sessions, "c" * 64, "openai/y", CachedAnswer(1, None, 0, 0, 0))
-    assert count_cached_answers(sessions) == 2
-    assert forget_cached_answers(sessions, "openai/x") == 1
-    assert find_cached_answer(sessions, "a" * 64) is None
-    assert count_cached_answers(sessions, "openai/y") == 1
+    assert not store_cached_answer(sessions, a, x, CachedAnswer(2, None, 1, 1, 0))
+    assert find_cached_answer(sessions, a) == first
+    assert find_cached_answer(sessions, b) is None
+    before = count_cached_answers(sessions)
+    assert store_cached_answer(sessions, c, y, CachedAnswer(1, None, 0, 0, 0))
+    assert count_cached_answers(sessions) == before + 1
+    assert count_cached_answers(sessions, x) == count_cached_answers(sessions, y) == 1
+    assert forget_cached_answers(sessions, x) == 1
+    assert find_cached_answer(sessions, a) is None
+    assert count_cached_answers(sessions, y) == 1
 
 
 def test_a_rerun_makes_no_judge_call_and_stores_the_same_records(

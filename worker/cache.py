@@ -24,7 +24,7 @@ import logging
 
 from schemas.batch import BatchConfig, Dimension, Item, Judge
 from schemas.results import SampleResult
-from store.cache import CachedAnswer, find_cached_answer, store_cached_answer
+from store.cache import CachedAnswer, CacheEntry, find_cached_answer
 from store.sql import Sessions
 from worker.prompts import build_messages
 
@@ -103,11 +103,7 @@ class ResultCache:
             return key, None
         return key, None if answer is None else cached_sample(answer, judge, sample)
 
-    def keep(self, key: str | None, judge: Judge, result: SampleResult) -> None:
+    def entry(self, key: str | None, judge: Judge, result: SampleResult) -> CacheEntry | None:
+        """What to cache from this result (stored with the sample), if anything."""
         answer = answer_to_keep(result)
-        if key is None or answer is None:
-            return
-        try:
-            store_cached_answer(self.sessions, key, judge.model, answer)
-        except Exception:
-            log.exception("could not store %s#%d in the result cache", judge.name, result.sample)
+        return None if key is None or answer is None else CacheEntry(key, judge.model, answer)

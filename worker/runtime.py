@@ -28,6 +28,7 @@ from schemas.results import SampleResult, Verdict
 from schemas.settings import Settings, lane_queue
 from schemas.status import BatchState
 from schemas.tasks import CellRef, SampleRef
+from store.cache import CacheEntry
 from store.cells import count_cell_samples, list_samples, record_sample, save_cell, stored_cost
 from store.engine import session_factory
 from store.escalations import is_escalated, mark_escalated
@@ -158,7 +159,7 @@ class WorkerRuntime:
         state = self.state(ref.batch_id)
         if state.skips_work:
             return self._skipped(ref, f"batch {state.value}")
-        result = judged or self._call(ref)
+        result, cache = (judged, None) if judged else self._call(ref)
         if result.error_kind == SKIPPED:
             return result
         if judged is None:
@@ -167,27 +168,28 @@ class WorkerRuntime:
             except Exception:
                 log.exception("could not update the budget meter of %s", ref.batch_id)
         try:
-            record_sample(self.sessions, ref.cell, result)
+            record_sample(self.sessions, ref.cell, result, cache)
         except Exception as exc:
             raise SampleNotStored(result, exc) from exc
         self.finalize_if_complete(ref.cell)
         return result
 
-    def _call(self, ref: SampleRef) -> SampleResult:
+    def _call(self, ref: SampleRef) -> tuple[SampleResult, CacheEntry | None]:
+        """The sample, and the answer to keep in the result cache (stored with it)."""
         try:
             config = self.config(ref.batch_id)
             out_of_budget = self._out_of_budget(ref.batch_id, config)
             if out_of_budget:
-                return self._skipped(ref, out_of_budget)
+                return self._skipped(ref, out_of_budget), None
             judge = config.judge(ref.judge)
             dimension = config.dimension(ref.dimension)
             item = self.item(ref.batch_id, ref.item_id)
             key, cached = self.result_cache.lookup(config, judge, dimension, item, ref.sample)
             if cached is not None:
-                return cached  # this very call was answered before: no call, no cost
+                return cached, None  # this very call was answered before: no call, no cost
             gated = GatedCall(self.call, self.limiter, self.settings.rate_horizon_s)
             result = judge_one_sample(judge, dimension, item, ref.sample, gated, self.policy)
-            self.result_cache.keep(key, judge, result)
+            return result, self.result_cache.entry(key, judge, result)
         except Deferred:
             raise  # the task retries later; nothing was called, nothing is stored
         except Exception as exc:
@@ -199,7 +201,7 @@ class WorkerRuntime:
                 error_kind="internal",
                 attempts=0,
             )
-        return result
+        return result, None
 
     def finalize_if_complete(self, cell: CellRef) -> Verdict | None:
         """The verdict, if every sample the cell expects is stored (a cheap count first).
