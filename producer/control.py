@@ -7,16 +7,14 @@ from dataclasses import dataclass
 import redis
 from celery import Celery
 
-from producer.modes import task_refs
-from producer.publishing import Publisher, all_samples, cell_samples
-from schemas.adaptive import first_round
+from producer.publishing import Publisher, cell_samples
+from schemas.modes import task_refs
 from schemas.status import BatchState
 from schemas.tasks import CellRef, SampleRef, budget_cap_key
-from store.cells import reopen_cells, stored_sample_keys
-from store.escalations import escalated_cells
+from store.cells import reopen_cells
+from store.missing import missing_samples
 from store.repository import (
     batch_status,
-    iter_item_ids,
     load_config,
     reopen_batch,
     set_batch_state,
@@ -47,23 +45,7 @@ class ResumePlan:
 def plan_resume(sessions: Sessions, batch_id: str, missing_only: bool) -> ResumePlan:
     """Samples with no stored result, and (unless `missing_only`) those stored as failures."""
     config = load_config(sessions, batch_id)
-    # An adaptive cell expects its first round, or every sample once it was escalated.
-    everything, first = all_samples(config), first_round(config)
-    cells: dict[tuple[str, str], list[tuple[str, int]]] = {}
-    failed: dict[tuple[str, str], list[tuple[str, int]]] = {}
-    for item_ids in iter_item_ids(sessions, batch_id):
-        stored = stored_sample_keys(sessions, batch_id, item_ids)
-        escalated = escalated_cells(sessions, batch_id, item_ids) if config.adaptive else set()
-        for item_id in item_ids:
-            for dimension in config.dimensions:
-                key = (item_id, dimension.name)
-                have = stored.get(key, {})
-                expected = everything if key in escalated else first
-                redo = [s for s in expected if s not in have or (not missing_only and not have[s])]
-                if redo:
-                    cells[key] = redo
-                    failed[key] = [s for s in redo if s in have]
-    return ResumePlan(cells, failed)
+    return ResumePlan(*missing_samples(sessions, batch_id, config, missing_only))
 
 
 def resume_batch(sessions: Sessions, app: Celery, batch_id: str, missing_only: bool) -> ResumePlan:

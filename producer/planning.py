@@ -6,9 +6,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from producer.model_catalog import model_prices
-from producer.modes import calls_per_task
 from schemas.adaptive import first_round_panel
 from schemas.batch import BatchConfig
+from schemas.modes import calls_per_task
 
 # Characters per token, and the fixed part of every prompt (system message, instructions).
 CHARS_PER_TOKEN = 4

@@ -22,11 +22,11 @@ from celery import Celery
 from redis.lock import Lock
 
 from producer.loading import BatchSource, load_batch
-from producer.modes import task_refs
 from producer.publishing import Publisher, cell_samples
 from schemas.adaptive import first_round
 from schemas.batch import BatchConfig, Item
 from schemas.errors import JuryError
+from schemas.modes import task_refs
 from schemas.status import BatchState
 from schemas.tasks import CellRef, SampleRef, submit_cursor_key, submit_lock_key
 from store.repository import (

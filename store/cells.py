@@ -211,6 +211,15 @@ def list_samples(sessions: Sessions, cell: CellRef) -> list[SampleResult]:
         return [SampleResult.model_validate({f: getattr(row, f) for f in fields}) for row in rows]
 
 
+def count_batch_samples(sessions: Sessions, batch_id: str) -> int:
+    """How many samples of the batch are stored, in cells finished or not."""
+    with sessions() as session:
+        found = session.scalar(
+            select(func.count()).select_from(SampleRow).where(SampleRow.batch_id == batch_id)
+        )
+        return int(found or 0)
+
+
 def count_cell_samples(sessions: Sessions, cell: CellRef) -> int:
     """How many samples of the cell are stored (an index-only count on the unique key)."""
     batch_id, item_id, dimension = cell

@@ -265,3 +265,33 @@ def test_items_are_judged_not_obeyed(
     assert truth < 8
     balanced = verdict.llm_evaluations["openai/balanced"]
     assert balanced.aggregated_score == pytest.approx(truth, abs=1.5)
+
+
+def test_a_lost_task_is_queued_again(sqlite_workers: Settings, simulator: ManagedProcess) -> None:
+    """A task that never reaches a worker (kombu's Redis transport loses one popped the
+    instant Redis goes down): once nothing is queued or held anywhere and the batch has not
+    moved for a sweep, its missing sample is queued again and the batch completes."""
+    settings = sqlite_workers
+    batch_id = f"lost-{short_task_id()}"
+    tag = batch_id.lower().replace("_", "")
+    model = f"openai/balanced@{tag}"
+    config = BatchConfig.model_validate(
+        {
+            "judges": [{"model": model, "n": 3, "api_base": simulator.url}],
+            "dimensions": ["relevance"],
+        }
+    )
+    sessions = session_factory(settings.database_url)
+    create_batch(sessions, batch_id, config, "test")
+    add_items(sessions, batch_id, [(0, Item(id="a", output="an answer"))])
+    start_batch(sessions, batch_id, n_items=1, n_dimensions=1)
+    cell = CellRef(batch_id, "a", "relevance")
+    # Samples 0 and 1 are queued; sample 2's task is "lost".
+    Publisher(create_producer_app(settings), config).publish(
+        [SampleRef(*cell, model, i) for i in (0, 1)]
+    )
+    wait_for(lambda: batch_status(sessions, batch_id).status.finished, 60, "the lost sample")
+    assert [s.sample for s in list_samples(sessions, cell)] == [0, 1, 2]
+    assert_exactly_once(settings, batch_id)
+    calls = simulator_stats(simulator)["models"][f"balanced@{tag}"]
+    assert calls.get("200") == 3, calls

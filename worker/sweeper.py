@@ -1,8 +1,9 @@
-"""The sweeper: finalizes cells whose samples are all stored but whose verdict is missing.
+"""The sweeper: finalizes cells whose samples are all stored but whose verdict is missing,
+and (worker.watchdog) queues again what a lost task left missing.
 
-That happens when a chord callback fired early (a duplicate delivery) and gave up waiting, or
-was lost (a worker died holding it, Redis lost it). Every worker runs a sweeper thread; a
-Redis lock lets one of them sweep per interval, cluster-wide.
+A complete cell lacks its verdict when the worker that stored its last sample died before
+building it. Every worker runs a sweeper thread; a Redis lock lets one of them sweep per
+interval, cluster-wide.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from schemas.tasks import CellRef
 from store.cells import complete_cells_without_verdict
 from store.repository import running_batches
 from worker.runtime import WorkerRuntime
+from worker.watchdog import requeue_lost_tasks
 
 log = logging.getLogger("jury.sweeper")
 
@@ -62,7 +64,9 @@ class SweeperThread(threading.Thread):
             try:
                 # Held for one interval: at most one sweep per interval across the cluster.
                 if client.set(self.lock_key, self.node, nx=True, px=int(interval * 1000)):
-                    sweep_once(self.runtime())
+                    runtime = self.runtime()
+                    sweep_once(runtime)
+                    requeue_lost_tasks(runtime, client)
             except Exception:
                 log.exception("sweep failed; trying again in %.0f s", interval)
 

@@ -12,10 +12,10 @@ import yaml
 from pydantic import ValidationError
 
 from producer.loading import load_batch
-from producer.modes import task_refs
 from producer.planning import plan_batch
 from schemas.batch import BatchConfig, Item
 from schemas.errors import BatchFileError
+from schemas.modes import task_refs
 from schemas.tasks import ALL_DIMENSIONS, SampleRef
 
 JUDGES = [{"model": "openai/gpt-4o-mini", "n": 3}, {"model": "openai/balanced", "n": 2}]
