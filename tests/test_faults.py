@@ -53,15 +53,14 @@ def assert_exactly_once(settings: Settings, batch_id: str) -> None:
             assert len(evaluation.samples) + evaluation.n_failed == config.judge(judge).n
 
 
-def test_duplicate_delivery_neither_fires_early_nor_double_counts(
-    sqlite_workers: Settings, simulator: ManagedProcess
-) -> None:
-    """Sample 0 delivered twice and sample 2 not yet: the cell must not get a verdict with a
-    sample missing or counted twice. Once sample 2 arrives, the verdict counts each once."""
-    settings = sqlite_workers
-    batch_id = f"dup-{short_task_id()}"
+def one_cell_batch(
+    settings: Settings, simulator: ManagedProcess, label: str
+) -> tuple[CellRef, str, str]:
+    """A running batch of one cell judged by 3 samples of a model of its own (counted apart
+    from other tests' calls at the simulator), with nothing queued: (cell, model, tag)."""
+    batch_id = f"{label}-{short_task_id()}"
     tag = batch_id.lower().replace("_", "")
-    model = f"openai/balanced@{tag}"  # counted apart from other tests' calls
+    model = f"openai/balanced@{tag}"
     config = BatchConfig.model_validate(
         {
             "judges": [{"model": model, "n": 3, "api_base": simulator.url}],
@@ -72,9 +71,19 @@ def test_duplicate_delivery_neither_fires_early_nor_double_counts(
     create_batch(sessions, batch_id, config, "test")
     add_items(sessions, batch_id, [(0, Item(id="a", output="an answer"))])
     start_batch(sessions, batch_id, n_items=1, n_dimensions=1)
-    app = create_producer_app(settings)
-    cell = CellRef(batch_id, "a", "relevance")
-    publisher = Publisher(app, config)
+    return CellRef(batch_id, "a", "relevance"), model, tag
+
+
+def test_duplicate_delivery_neither_fires_early_nor_double_counts(
+    sqlite_workers: Settings, simulator: ManagedProcess
+) -> None:
+    """Sample 0 delivered twice and sample 2 not yet: the cell must not get a verdict with a
+    sample missing or counted twice. Once sample 2 arrives, the verdict counts each once."""
+    settings = sqlite_workers
+    cell, model, tag = one_cell_batch(settings, simulator, "dup")
+    batch_id = cell.batch_id
+    sessions = session_factory(settings.database_url)
+    publisher = Publisher(create_producer_app(settings), load_config(sessions, batch_id))
     publisher.publish([SampleRef(*cell, model, i) for i in (0, 0, 1)])
 
     def answered() -> int:
@@ -272,22 +281,11 @@ def test_a_lost_task_is_queued_again(sqlite_workers: Settings, simulator: Manage
     instant Redis goes down): once nothing is queued or held anywhere and the batch has not
     moved for a sweep, its missing sample is queued again and the batch completes."""
     settings = sqlite_workers
-    batch_id = f"lost-{short_task_id()}"
-    tag = batch_id.lower().replace("_", "")
-    model = f"openai/balanced@{tag}"
-    config = BatchConfig.model_validate(
-        {
-            "judges": [{"model": model, "n": 3, "api_base": simulator.url}],
-            "dimensions": ["relevance"],
-        }
-    )
+    cell, model, tag = one_cell_batch(settings, simulator, "lost")
+    batch_id = cell.batch_id
     sessions = session_factory(settings.database_url)
-    create_batch(sessions, batch_id, config, "test")
-    add_items(sessions, batch_id, [(0, Item(id="a", output="an answer"))])
-    start_batch(sessions, batch_id, n_items=1, n_dimensions=1)
-    cell = CellRef(batch_id, "a", "relevance")
     # Samples 0 and 1 are queued; sample 2's task is "lost".
-    Publisher(create_producer_app(settings), config).publish(
+    Publisher(create_producer_app(settings), load_config(sessions, batch_id)).publish(
         [SampleRef(*cell, model, i) for i in (0, 1)]
     )
     wait_for(lambda: batch_status(sessions, batch_id).status.finished, 60, "the lost sample")

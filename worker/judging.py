@@ -54,7 +54,9 @@ class RetryPolicy:
 
 
 @dataclass
-class _Tally:
+class CallTally:
+    """What the calls of one task cost, over all their attempts."""
+
     attempts: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
@@ -66,6 +68,22 @@ class _Tally:
         self.completion_tokens += reply.completion_tokens
         self.cost_usd += reply.cost_usd
         self.latency_ms += reply.latency_ms
+
+    def share(self, index: int, parts: int) -> dict[str, float | int]:
+        """Part `index` of `parts`: tokens and cost split so that the parts add up to the
+        whole (the remainder of a token count goes to part 0); attempts and latency whole,
+        since each part waited for the same calls."""
+
+        def tokens(total: int) -> int:
+            return total // parts + (total % parts if index == 0 else 0)
+
+        return {
+            "attempts": self.attempts,
+            "latency_ms": round(self.latency_ms, 1),
+            "prompt_tokens": tokens(self.prompt_tokens),
+            "completion_tokens": tokens(self.completion_tokens),
+            "cost_usd": self.cost_usd / parts,
+        }
 
 
 def judge_one_sample(
@@ -79,7 +97,7 @@ def judge_one_sample(
 ) -> SampleResult:
     """Ask `judge` to score `item` on `dimension`; a score or an error sample, never a raise."""
     messages = build_messages(item, dimension)
-    tally = _Tally()
+    tally = CallTally()
     last: JudgeCallError | None = None
     for attempt in range(1, policy.max_attempts + 1):
         tally.attempts = attempt
@@ -110,7 +128,7 @@ def judge_one_sample(
     )
 
 
-def _tally_fields(tally: _Tally) -> dict[str, float | int]:
+def _tally_fields(tally: CallTally) -> dict[str, float | int]:
     return {
         "attempts": tally.attempts,
         "latency_ms": round(tally.latency_ms, 1),

@@ -23,7 +23,7 @@ from schemas.batch import Dimension, Item, Judge
 from schemas.errors import JudgeCallError, ScoreParseError
 from schemas.pairwise import PairJudgment
 from schemas.results import MAX_REASONING_CHARS, SampleResult
-from worker.judging import CallJudge, ReplyLike, RetryPolicy
+from worker.judging import CallJudge, CallTally, RetryPolicy
 from worker.mode_parsing import DimensionAnswer, ParsedPair, parse_combined, parse_pair
 from worker.mode_prompts import Order, combined_messages, pairwise_messages
 from worker.parsing import ParsedScore
@@ -41,39 +41,6 @@ class JudgedSample:
     dimension: str
     result: SampleResult
     pair: PairJudgment | None = None
-
-
-@dataclass
-class CallTally:
-    """What the calls of one task cost, over all their attempts."""
-
-    attempts: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    cost_usd: float = 0.0
-    latency_ms: float = 0.0
-
-    def add(self, reply: ReplyLike) -> None:
-        self.prompt_tokens += reply.prompt_tokens
-        self.completion_tokens += reply.completion_tokens
-        self.cost_usd += reply.cost_usd
-        self.latency_ms += reply.latency_ms
-
-    def share(self, index: int, parts: int) -> dict[str, float | int]:
-        """Part `index` of `parts`: tokens and cost split so that the parts add up to the
-        whole (the remainder of a token count goes to part 0); attempts and latency whole,
-        since each part waited for the same calls."""
-
-        def tokens(total: int) -> int:
-            return total // parts + (total % parts if index == 0 else 0)
-
-        return {
-            "attempts": self.attempts,
-            "latency_ms": round(self.latency_ms, 1),
-            "prompt_tokens": tokens(self.prompt_tokens),
-            "completion_tokens": tokens(self.completion_tokens),
-            "cost_usd": self.cost_usd / parts,
-        }
 
 
 def ask(
