@@ -5,7 +5,7 @@ simulator, so one worker can do at most concurrency / latency judgments a second
 should grow with the number of workers until the machine's CPU (or the provider) is the limit.
 Prints a table for people and one JSON line for machines.
 
-    python -m bench.scaling [--workers 1,2,4] [--judgments 1500] [--concurrency 16]
+    python -m bench.scaling [--workers 1,2,4] [--judgments 3000] [--concurrency 16]
 """
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ def run(folder: Path, workers: int, args: argparse.Namespace) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workers", default="1,2,4")
-    parser.add_argument("--judgments", type=int, default=1500)
+    parser.add_argument("--judgments", type=int, default=3000)
     parser.add_argument("--concurrency", type=int, default=16, help="threads per worker")
     parser.add_argument("--latency-ms", type=int, default=500)
     args = parser.parse_args()
