@@ -54,10 +54,11 @@ def assert_exactly_once(settings: Settings, batch_id: str) -> None:
 
 
 def one_cell_batch(
-    settings: Settings, simulator: ManagedProcess, label: str
+    settings: Settings, simulator: ManagedProcess, label: str, running: bool = True
 ) -> tuple[CellRef, str, str]:
-    """A running batch of one cell judged by 3 samples of a model of its own (counted apart
-    from other tests' calls at the simulator), with nothing queued: (cell, model, tag)."""
+    """A batch of one cell judged by 3 samples of a model of its own (counted apart from
+    other tests' calls at the simulator), with nothing queued: (cell, model, tag). Not
+    `running`, it stays `submitting`, which the lost-task watch leaves alone."""
     batch_id = f"{label}-{short_task_id()}"
     tag = batch_id.lower().replace("_", "")
     model = f"openai/balanced@{tag}"
@@ -70,7 +71,8 @@ def one_cell_batch(
     sessions = session_factory(settings.database_url)
     create_batch(sessions, batch_id, config, "test")
     add_items(sessions, batch_id, [(0, Item(id="a", output="an answer"))])
-    start_batch(sessions, batch_id, n_items=1, n_dimensions=1)
+    if running:
+        start_batch(sessions, batch_id, n_items=1, n_dimensions=1)
     return CellRef(batch_id, "a", "relevance"), model, tag
 
 
@@ -80,7 +82,9 @@ def test_duplicate_delivery_neither_fires_early_nor_double_counts(
     """Sample 0 delivered twice and sample 2 not yet: the cell must not get a verdict with a
     sample missing or counted twice. Once sample 2 arrives, the verdict counts each once."""
     settings = sqlite_workers
-    cell, model, tag = one_cell_batch(settings, simulator, "dup")
+    # Still submitting: sample 2 is not lost, just not sent yet (the lost-task watch would
+    # otherwise queue it again once nothing moves).
+    cell, model, tag = one_cell_batch(settings, simulator, "dup", running=False)
     batch_id = cell.batch_id
     sessions = session_factory(settings.database_url)
     publisher = Publisher(create_producer_app(settings), load_config(sessions, batch_id))
@@ -94,6 +98,7 @@ def test_duplicate_delivery_neither_fires_early_nor_double_counts(
     wait_for(lambda: len(list_samples(sessions, cell)) == 2, 30, "samples 0 and 1")
     assert batch_status(sessions, batch_id).n_verdicts == 0
     publisher.publish([SampleRef(*cell, model, 2)])
+    start_batch(sessions, batch_id, n_items=1, n_dimensions=1)
     wait_for(lambda: batch_status(sessions, batch_id).status.finished, 30, "the verdict")
 
     [verdict] = iter_verdicts(sessions, batch_id)
