@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import Literal
 
 from schemas.batch import Dimension, Item
-from worker.prompts import data_nonce
+from worker.prompts import fenced_data, scale_text
 
 Order = Literal["AB", "BA"]
 
@@ -46,15 +46,6 @@ PAIRWISE_SYSTEM_PROMPT = (
 _CONTEXT_FIELDS = ("input", "context", "reference")
 
 
-def _number(value: float) -> str:
-    return f"{value:g}"
-
-
-def _scale_text(dimension: Dimension) -> tuple[str, str]:
-    scale = dimension.resolved_scale
-    return _number(scale.min), _number(scale.max)
-
-
 def _one_line(text: str | None) -> str:
     return " ".join((text or "").split())
 
@@ -70,27 +61,16 @@ def _outputs(item: Item, order: Order | None) -> list[tuple[str, str]]:
 
 
 def _item_lines(item: Item, dimensions: Sequence[Dimension], order: Order | None) -> list[str]:
-    """Focus areas, hints and the fenced data: shared by every mode."""
+    """Focus areas, hints and the fenced data (as worker.prompts fences them), then the nonce."""
     context = [(name, getattr(item, name)) for name in _CONTEXT_FIELDS]
     fields = [(n, t) for n, t in context if t is not None] + _outputs(item, order)
-    item_texts = [t for _, t in fields] + list(item.focus_areas) + [item.prompt_hint or ""]
-    nonce = data_nonce([*item_texts, *(d.name for d in dimensions)])
-    lines: list[str] = []
-    if item.focus_areas:
-        lines.append("Focus areas for this item: " + ", ".join(item.focus_areas))
-    if item.prompt_hint:
-        lines.append(f"Additional guidance: {item.prompt_hint}")
-    lines.append("")
-    lines.append(f"<data-{nonce}>")
-    lines += [f"<{name}>\n{text}\n</{name}>" for name, text in fields]
-    lines.append(f"</data-{nonce}>")
-    lines.append("")
+    lines, nonce = fenced_data(item, fields, [d.name for d in dimensions])
     return [*lines, nonce]
 
 
 def pairwise_messages(item: Item, dimension: Dimension, order: Order) -> list[dict[str, str]]:
     """One dimension, two outputs in `order`: asks for score_1 and score_2."""
-    low, high = _scale_text(dimension)
+    low, high = scale_text(dimension)
     *body, nonce = _item_lines(item, [dimension], order)
     lines = [
         f"Criterion: {dimension.name}",
@@ -115,7 +95,7 @@ def combined_messages(
     """Every dimension in one prompt; with `order`, two outputs and a pair of scores each."""
     criteria = []
     for dimension in dimensions:
-        low, high = _scale_text(dimension)
+        low, high = scale_text(dimension)
         criteria.append(
             f"- {dimension.name} | scale {low} to {high} ({low} = worst, {high} = best) | "
             f"{_one_line(dimension.description)}"

@@ -9,6 +9,7 @@ The nonce is derived from the content, so the same cell always gets the same pro
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 
 from schemas.batch import Dimension, Item
 
@@ -36,22 +37,21 @@ def data_nonce(parts: list[str]) -> str:
     raise AssertionError("unreachable: no free nonce in 100 tries")
 
 
-def _format_number(value: float) -> str:
-    return f"{value:g}"
-
-
-def build_messages(item: Item, dimension: Dimension) -> list[dict[str, str]]:
+def scale_text(dimension: Dimension) -> tuple[str, str]:
+    """The dimension's scale ends as the prompt shows them."""
     scale = dimension.resolved_scale
-    low, high = _format_number(scale.min), _format_number(scale.max)
-    fields = [(name, getattr(item, name)) for name in _FIELDS if getattr(item, name) is not None]
+    return f"{scale.min:g}", f"{scale.max:g}"
+
+
+def fenced_data(
+    item: Item, fields: list[tuple[str, str]], names: Sequence[str]
+) -> tuple[list[str], str]:
+    """The item's focus areas and hint, then `fields` fenced as data, between blank lines;
+    and the fence's nonce, free in every item-supplied text and in `names` (the criteria)."""
     # Everything item-supplied counts, even the parts shown outside the fence.
     item_texts = [text for _, text in fields] + list(item.focus_areas) + [item.prompt_hint or ""]
-    nonce = data_nonce([*item_texts, dimension.name])
-    lines = [
-        f"Criterion: {dimension.name}",
-        f"Rubric: {dimension.description}",
-        f"Scale: {low} to {high} ({low} = worst, {high} = best)",
-    ]
+    nonce = data_nonce([*item_texts, *names])
+    lines: list[str] = []
     if item.focus_areas:
         lines.append("Focus areas for this item: " + ", ".join(item.focus_areas))
     if item.prompt_hint:
@@ -61,6 +61,19 @@ def build_messages(item: Item, dimension: Dimension) -> list[dict[str, str]]:
     lines += [f"<{name}>\n{text}\n</{name}>" for name, text in fields]
     lines.append(f"</data-{nonce}>")
     lines.append("")
+    return lines, nonce
+
+
+def build_messages(item: Item, dimension: Dimension) -> list[dict[str, str]]:
+    low, high = scale_text(dimension)
+    fields = [(name, getattr(item, name)) for name in _FIELDS if getattr(item, name) is not None]
+    data, nonce = fenced_data(item, fields, [dimension.name])
+    lines = [
+        f"Criterion: {dimension.name}",
+        f"Rubric: {dimension.description}",
+        f"Scale: {low} to {high} ({low} = worst, {high} = best)",
+        *data,
+    ]
     lines.append(
         f"Judge the output inside <data-{nonce}> on the criterion {dimension.name!r} only. "
         f'Answer with JSON only: {{"score": <number from {low} to {high}>, '
