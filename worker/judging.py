@@ -3,19 +3,20 @@
 Transient failures (timeouts, connection errors, 5xx, 429, unparseable or out-of-scale
 answers) are retried with exponential backoff and full jitter, never sooner than a 429's
 Retry-After. After the last attempt, or at once on a permanent failure, the outcome is an
-error sample: a judge task never raises out of a chord header.
+error sample: a judge task never raises for a failed call.
 """
 
 from __future__ import annotations
 
+import math
 import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from schemas.batch import Dimension, Item, Judge
-from schemas.errors import JudgeCallError
+from schemas.errors import JudgeCallError, ScoreParseError
 from schemas.results import SampleResult
 from worker.parsing import parse_score
 from worker.prompts import build_messages
@@ -37,6 +38,7 @@ class ReplyLike(Protocol):
 
 
 CallJudge = Callable[[Judge, list[dict[str, str]]], ReplyLike]
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -86,6 +88,48 @@ class CallTally:
         }
 
 
+def ask(
+    judge: Judge,
+    messages: list[dict[str, str]],
+    parse: Callable[[str], T],
+    call: CallJudge,
+    policy: RetryPolicy,
+    tally: CallTally,
+    sleep: Callable[[float], None] = time.sleep,
+    gaps: Callable[[T], int] = lambda _: 0,
+) -> T:
+    """Call and parse until the answer has no gaps, retrying transient failures; after the
+    last attempt, the answer with the fewest gaps, or the last error raised."""
+    best: T | None = None
+    fewest = math.inf
+    last: JudgeCallError | None = None
+    for attempt in range(1, policy.max_attempts + 1):
+        tally.attempts += 1
+        try:
+            reply = call(judge, messages)
+            tally.add(reply)
+            parsed = parse(reply.text)
+        except JudgeCallError as exc:
+            last = exc
+            if not exc.transient:
+                break
+            if attempt < policy.max_attempts:
+                sleep(policy.delay(attempt, exc.retry_after))
+            continue
+        missing = gaps(parsed)
+        if not missing:
+            return parsed
+        if missing < fewest:
+            best, fewest = parsed, missing
+        last = ScoreParseError(f"{missing} criteria without a usable score")
+        if attempt < policy.max_attempts:
+            sleep(policy.delay(attempt))
+    if best is not None:
+        return best
+    assert last is not None
+    raise last
+
+
 def judge_one_sample(
     judge: Judge,
     dimension: Dimension,
@@ -96,43 +140,30 @@ def judge_one_sample(
     sleep: Callable[[float], None] = time.sleep,
 ) -> SampleResult:
     """Ask `judge` to score `item` on `dimension`; a score or an error sample, never a raise."""
-    messages = build_messages(item, dimension)
+    scale = dimension.resolved_scale
     tally = CallTally()
-    last: JudgeCallError | None = None
-    for attempt in range(1, policy.max_attempts + 1):
-        tally.attempts = attempt
-        try:
-            reply = call(judge, messages)
-            tally.add(reply)
-            parsed = parse_score(reply.text, dimension.resolved_scale)
-        except JudgeCallError as exc:
-            last = exc
-            if not exc.transient or attempt == policy.max_attempts:
-                break
-            sleep(policy.delay(attempt, exc.retry_after))
-            continue
+    try:
+        parsed = ask(
+            judge,
+            build_messages(item, dimension),
+            lambda text: parse_score(text, scale),
+            call,
+            policy,
+            tally,
+            sleep,
+        )
+    except JudgeCallError as exc:
         return SampleResult(
             judge=judge.name,
             sample=sample,
-            score=parsed.score,
-            reasoning=parsed.reasoning,
-            **_tally_fields(tally),
+            error=str(exc)[:500],
+            error_kind=exc.kind,
+            **tally.share(0, 1),
         )
-    assert last is not None
     return SampleResult(
         judge=judge.name,
         sample=sample,
-        error=str(last)[:500],
-        error_kind=last.kind,
-        **_tally_fields(tally),
+        score=parsed.score,
+        reasoning=parsed.reasoning,
+        **tally.share(0, 1),
     )
-
-
-def _tally_fields(tally: CallTally) -> dict[str, float | int]:
-    return {
-        "attempts": tally.attempts,
-        "latency_ms": round(tally.latency_ms, 1),
-        "prompt_tokens": tally.prompt_tokens,
-        "completion_tokens": tally.completion_tokens,
-        "cost_usd": tally.cost_usd,
-    }

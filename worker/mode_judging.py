@@ -13,22 +13,19 @@ the last attempt the dimensions it did score are kept and the others become erro
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
 
 from schemas.batch import Dimension, Item, Judge
 from schemas.errors import JudgeCallError, ScoreParseError
 from schemas.pairwise import PairJudgment
 from schemas.results import MAX_REASONING_CHARS, SampleResult
-from worker.judging import CallJudge, CallTally, RetryPolicy
+from worker.judging import CallJudge, CallTally, RetryPolicy, ask
 from worker.mode_parsing import DimensionAnswer, ParsedPair, parse_combined, parse_pair
 from worker.mode_prompts import Order, combined_messages, pairwise_messages
 from worker.parsing import ParsedScore
 
-T = TypeVar("T")
 # The most a combined answer may take (the largest max_tokens a judge may set).
 MAX_ANSWER_TOKENS = 32_000
 Answers = dict[str, DimensionAnswer]
@@ -41,48 +38,6 @@ class JudgedSample:
     dimension: str
     result: SampleResult
     pair: PairJudgment | None = None
-
-
-def ask(
-    judge: Judge,
-    messages: list[dict[str, str]],
-    parse: Callable[[str], T],
-    call: CallJudge,
-    policy: RetryPolicy,
-    tally: CallTally,
-    sleep: Callable[[float], None] = time.sleep,
-    gaps: Callable[[T], int] = lambda _: 0,
-) -> T:
-    """Call and parse until the answer has no gaps, retrying transient failures; after the
-    last attempt, the answer with the fewest gaps, or the last error raised."""
-    best: T | None = None
-    fewest = math.inf
-    last: JudgeCallError | None = None
-    for attempt in range(1, policy.max_attempts + 1):
-        tally.attempts += 1
-        try:
-            reply = call(judge, messages)
-            tally.add(reply)
-            parsed = parse(reply.text)
-        except JudgeCallError as exc:
-            last = exc
-            if not exc.transient:
-                break
-            if attempt < policy.max_attempts:
-                sleep(policy.delay(attempt, exc.retry_after))
-            continue
-        missing = gaps(parsed)
-        if not missing:
-            return parsed
-        if missing < fewest:
-            best, fewest = parsed, missing
-        last = ScoreParseError(f"{missing} criteria without a usable score")
-        if attempt < policy.max_attempts:
-            sleep(policy.delay(attempt))
-    if best is not None:
-        return best
-    assert last is not None
-    raise last
 
 
 def _error(
