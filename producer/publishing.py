@@ -18,7 +18,7 @@ from celery import Celery
 from producer.wire import JudgeMessageWriter, push_wave, short_task_id
 from schemas.batch import BatchConfig
 from schemas.errors import ConfigurationError
-from schemas.settings import Settings, lane_queue
+from schemas.settings import Settings, deployment_queues, judge_lanes
 from schemas.tasks import CellRef, SampleRef
 
 __all__ = ["short_task_id"]  # re-exported: tests and benchmarks name tasks with it
@@ -56,10 +56,9 @@ def check_broker(settings: Settings) -> None:
 
 
 def judge_queues(app: Celery, config: BatchConfig) -> dict[str, str]:
-    """Each judge's lane: judges of one panel never share a queue (up to `lanes` judges), so a
-    slow or tightly limited model cannot hold up a fast one."""
+    """Each judge's lane (schemas.settings.judge_lanes)."""
     queue, lanes = app.conf.task_default_queue, int(app.conf.jury_lanes)
-    return {judge.name: lane_queue(queue, n, lanes) for n, judge in enumerate(config.panel)}
+    return judge_lanes(queue, lanes, [judge.name for judge in config.panel])
 
 
 def all_samples(config: BatchConfig) -> list[tuple[str, int]]:
@@ -77,11 +76,7 @@ class Publisher:
         self.client = redis.Redis.from_url(app.conf.broker_url, socket_timeout=30)
         self.writer = JudgeMessageWriter(app)
         self.queues = judge_queues(app, config)
-        lanes = int(app.conf.jury_lanes)
-        self.all_queues = [
-            app.conf.task_default_queue,
-            *(lane_queue(app.conf.task_default_queue, n, lanes) for n in range(lanes)),
-        ]
+        self.all_queues = deployment_queues(app.conf.task_default_queue, int(app.conf.jury_lanes))
         self.max_queued = int(app.conf.jury_max_queued)
         self.wave_size = int(app.conf.jury_publish_wave)
 

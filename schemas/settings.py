@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from pydantic import BaseModel, Field
 
@@ -37,6 +37,18 @@ _ENV_NAMES: dict[str, str] = {
 def lane_queue(queue: str, panel_position: int, lanes: int) -> str:
     """The queue of the judge at `panel_position`: its lane among `lanes`."""
     return f"{queue}.lane{panel_position % lanes}"
+
+
+def judge_lanes(queue: str, lanes: int, judges: Sequence[str]) -> dict[str, str]:
+    """Each judge of a panel (names in panel order) and its lane: judges of one panel never
+    share a queue (up to `lanes` judges), so a slow or tightly limited model cannot hold up a
+    fast one. Producer and workers route by this one mapping."""
+    return {judge: lane_queue(queue, n, lanes) for n, judge in enumerate(judges)}
+
+
+def deployment_queues(queue: str, lanes: int) -> list[str]:
+    """Every queue of a deployment: the base queue and its lanes."""
+    return [queue, *(lane_queue(queue, n, lanes) for n in range(lanes))]
 
 
 class Settings(BaseModel):
@@ -81,7 +93,7 @@ class Settings(BaseModel):
 
     @property
     def all_queues(self) -> list[str]:
-        return [self.queue, *(lane_queue(self.queue, n, self.lanes) for n in range(self.lanes))]
+        return deployment_queues(self.queue, self.lanes)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:

@@ -25,7 +25,7 @@ from schemas.adaptive import escalation, first_round, first_round_panel, is_unce
 from schemas.batch import BatchConfig, Item, Judge
 from schemas.errors import JuryError
 from schemas.results import SampleResult, Verdict
-from schemas.settings import Settings, lane_queue
+from schemas.settings import Settings, judge_lanes
 from schemas.status import BatchState
 from schemas.tasks import CellRef, SampleRef
 from store.cache import CacheEntry
@@ -228,13 +228,16 @@ class WorkerRuntime:
         more = escalation(config)
         if more and is_uncertain(verdict, config.adaptive.max_std):
             if mark_escalated(self.sessions, cell):
-                lanes = {
-                    judge.name: lane_queue(self.settings.queue, n, self.settings.lanes)
-                    for n, judge in enumerate(config.panel)
-                }
-                self.publish([(SampleRef(*cell, j, i), lanes[j]) for j, i in more])
+                self.queue_tasks(config, [SampleRef(*cell, j, i) for j, i in more])
             return None
         return self._save(cell, config, kept, verdict)
+
+    def queue_tasks(self, config: BatchConfig, refs: list[SampleRef]) -> None:
+        """Queue judge tasks of this batch, each on its judge's lane."""
+        lanes = judge_lanes(
+            self.settings.queue, self.settings.lanes, [j.name for j in config.panel]
+        )
+        self.publish([(ref, lanes[ref.judge]) for ref in refs])
 
     def finalize(self, cell: CellRef) -> Verdict:
         """Build and store the verdict from every sample of the panel."""

@@ -18,7 +18,7 @@ import logging
 import redis
 
 from schemas.modes import task_refs
-from schemas.settings import Settings, lane_queue
+from schemas.settings import Settings
 from schemas.status import BatchState
 from schemas.tasks import SampleRef
 from store.cells import count_batch_samples
@@ -76,16 +76,12 @@ def requeue_lost_tasks(runtime: WorkerRuntime, client: redis.Redis) -> int:
 def _requeue(runtime: WorkerRuntime, batch_id: str) -> int:
     config = runtime.config(batch_id)
     cells, _ = missing_samples(runtime.sessions, batch_id, config, missing_only=True)
-    lanes = {
-        judge.name: lane_queue(runtime.settings.queue, n, runtime.settings.lanes)
-        for n, judge in enumerate(config.panel)
-    }
     refs = (
         SampleRef(batch_id, item_id, dimension, judge, index)
         for (item_id, dimension), samples in cells.items()
         for judge, index in samples
     )
-    tasks = [(ref, lanes[ref.judge]) for ref in task_refs(config, refs)]
+    tasks = list(task_refs(config, refs))
     if tasks:
         log.warning(
             "batch %s: nothing queued or running, yet %d samples are missing (a task was lost); "
@@ -93,5 +89,5 @@ def _requeue(runtime: WorkerRuntime, batch_id: str) -> int:
             batch_id,
             len(tasks),
         )
-        runtime.publish(tasks)
+        runtime.queue_tasks(config, tasks)
     return len(tasks)
