@@ -14,6 +14,7 @@ import redis
 
 from bench.common import simulator_stats
 from producer.services import ManagedProcess, wait_for
+from schemas.settings import Settings
 from schemas.status import BatchState
 from schemas.tasks import submit_cursor_key
 from store.engine import session_factory
@@ -43,12 +44,30 @@ def _write_batch(folder: Path, simulator: ManagedProcess, model: str) -> Path:
     return batch
 
 
+def bounded_settings(redis_url: str, tmp_path: Path) -> Settings:
+    """A deployment of this test's own whose queues hold at most MAX_QUEUED tasks."""
+    return settings_for(redis_url, f"sqlite:///{tmp_path / 'jury.db'}").model_copy(
+        update={"max_queued_tasks": MAX_QUEUED, "publish_wave": WAVE}
+    )
+
+
+def start_producer(
+    batch: Path, batch_id: str, env: dict[str, str], cwd: Path
+) -> subprocess.Popen[bytes]:
+    """`jury submit` as a process of its own, to be killed or raced."""
+    return subprocess.Popen(
+        [*JURY, "submit", str(batch), "--batch-id", batch_id, "--quiet"],
+        env=env,
+        cwd=cwd,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
 def test_backpressure_and_a_killed_producer_resumed(
     tmp_path: Path, redis_url: str, simulator: ManagedProcess, start_workers: WorkerStarter
 ) -> None:
-    settings = settings_for(redis_url, f"sqlite:///{tmp_path / 'jury.db'}").model_copy(
-        update={"max_queued_tasks": MAX_QUEUED, "publish_wave": WAVE}
-    )
+    settings = bounded_settings(redis_url, tmp_path)
     env = worker_env(settings)
     tag = settings.queue.removeprefix("jury-test-")
     model = f"openai/balanced@{tag}"  # this test's calls, counted apart at the simulator
@@ -57,13 +76,7 @@ def test_backpressure_and_a_killed_producer_resumed(
     sessions = session_factory(settings.database_url)
 
     # No worker yet: the producer fills the queues up to the bound and waits there.
-    producer = subprocess.Popen(
-        [*JURY, "submit", str(batch), "--batch-id", batch_id, "--quiet"],
-        env=env,
-        cwd=tmp_path,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    producer = start_producer(batch, batch_id, env, tmp_path)
     try:
         client = redis.Redis.from_url(redis_url)
 
@@ -97,20 +110,12 @@ def test_backpressure_and_a_killed_producer_resumed(
 def test_resume_refuses_a_batch_another_producer_is_submitting(
     tmp_path: Path, redis_url: str, simulator: ManagedProcess
 ) -> None:
-    settings = settings_for(redis_url, f"sqlite:///{tmp_path / 'jury.db'}").model_copy(
-        update={"max_queued_tasks": MAX_QUEUED, "publish_wave": WAVE}
-    )
+    settings = bounded_settings(redis_url, tmp_path)
     env = worker_env(settings)
     tag = settings.queue.removeprefix("jury-test-")
     batch = _write_batch(tmp_path, simulator, f"openai/balanced@{tag}")
     batch_id = f"busy-{tag}"
-    producer = subprocess.Popen(
-        [*JURY, "submit", str(batch), "--batch-id", batch_id, "--quiet"],
-        env=env,
-        cwd=tmp_path,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    producer = start_producer(batch, batch_id, env, tmp_path)
     try:
         wait_for(lambda: len(queued_messages(settings)) > 0, 30, "the first wave")
         second = jury(["resume", batch_id], env, tmp_path)
