@@ -6,10 +6,11 @@ import json
 import os
 import secrets
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from celery import Celery
 
@@ -81,3 +82,22 @@ def local_stack(
             worker.stop()
         simulator.stop()
         redis_server.stop()
+
+
+def print_runs(
+    rows: list[dict[str, Any]],
+    heading: str,
+    lines: list[tuple[str, Callable[[dict[str, Any]], object]]],
+    label_width: int = 30,
+    width: int = 18,
+) -> None:
+    """A table with one column per run (headed by `row[heading]`) and one line per figure:
+    (label, how to read it off a run); a missing figure shows as '-'."""
+    print(f"{'':<{label_width}}" + "".join(f"{row[heading]!s:>{width}}" for row in rows))
+    for label, value in lines:
+        print(f"{label:<{label_width}}" + "".join(f"{value(row)!s:>{width}}" for row in rows))
+
+
+def figure(key: str) -> Callable[[dict[str, Any]], object]:
+    """Read `key` off a run, '-' where the run has no such figure."""
+    return lambda row: row.get(key, "-")

@@ -19,12 +19,13 @@ import os
 import random
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy import func, select
 
-from bench.common import local_stack, simulator_stats
+from bench.common import figure, local_stack, print_runs, simulator_stats
 from producer.loading import load_batch
 from producer.services import start_simulator, wait_for
 from producer.submission import submit_batch
@@ -211,14 +212,13 @@ def run_baseline(folder: Path, args: argparse.Namespace) -> dict[str, Any]:
 
 def print_table(rows: list[dict[str, Any]]) -> None:
     columns = ["makespan_s", "ideal_s", "ratio", "requests", "share_429", "retries", "deferrals"]
-    print(f"{'':<22}" + "".join(f"{r['run']:>18}" for r in rows))
-    for column in columns:
-        print(f"{column:<22}" + "".join(f"{r[column]!s:>18}" for r in rows))
-    for model in MODELS:
-        print(
-            f"util {model:<17}"
-            + "".join(f"{r['models'][model]['utilisation']!s:>18}" for r in rows)
-        )
+    lines = [(column, figure(column)) for column in columns]
+    lines += [(f"util {model}", _utilisation(model)) for model in MODELS]
+    print_runs(rows, "run", lines, label_width=22)
+
+
+def _utilisation(model: str) -> Callable[[dict[str, Any]], object]:
+    return lambda row: row["models"][model]["utilisation"]
 
 
 def main() -> None:

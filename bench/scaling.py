@@ -19,7 +19,7 @@ from typing import Any
 
 import psutil
 
-from bench.common import local_stack
+from bench.common import figure, local_stack, print_runs
 from bench.throughput import cpu_seconds
 from producer.loading import load_batch
 from producer.services import wait_for
@@ -83,10 +83,8 @@ def main() -> None:
     base = rows[0]["judgments_per_s"] / rows[0]["workers"]
     for row in rows:
         row["speedup_per_worker"] = round(row["judgments_per_s"] / base / row["workers"], 3)
-    columns = list(rows[0])
-    print(f"{'':<28}" + "".join(f"{r['workers']:>10}" for r in rows))
-    for column in columns[1:]:
-        print(f"{column:<28}" + "".join(f"{r[column]!s:>10}" for r in rows))
+    lines = [(column, figure(column)) for column in list(rows[0])[1:]]
+    print_runs(rows, "workers", lines, label_width=28, width=10)
     print(
         json.dumps(
             {

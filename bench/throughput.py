@@ -23,13 +23,14 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import psutil
 import redis
 
-from bench.common import local_stack, worker_env
+from bench.common import figure, local_stack, print_runs, worker_env
 from producer.services import wait_for
 from store.engine import session_factory
 from store.repository import batch_status
@@ -264,14 +265,13 @@ def print_table(rows: list[dict[str, Any]]) -> None:
     kinds = sorted({kind for row in rows for kind in row.get("cpu_ms", {})})
     columns = ["judgments", "wall_s", "publish_per_s", "judgments_per_s"]
     columns += ["peak_redis_mb", "peak_worker_rss_mb", "worker_rss_drift_mb", "redis_keys_left"]
-    print(f"{'':<30}" + "".join(f"{row['run']:>18}" for row in rows))
-    for column in columns:
-        print(f"{column:<30}" + "".join(f"{row.get(column, '-')!s:>18}" for row in rows))
-    for kind in kinds:
-        print(
-            f"{'cpu ms/judgment ' + kind:<30}"
-            + "".join(f"{row.get('cpu_ms', {}).get(kind, '-')!s:>18}" for row in rows)
-        )
+    lines = [(column, figure(column)) for column in columns]
+    lines += [(f"cpu ms/judgment {kind}", _cpu(kind)) for kind in kinds]
+    print_runs(rows, "run", lines)
+
+
+def _cpu(kind: str) -> Callable[[dict[str, Any]], object]:
+    return lambda row: row.get("cpu_ms", {}).get(kind, "-")
 
 
 def main() -> None:
