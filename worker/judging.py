@@ -167,3 +167,15 @@ def judge_one_sample(
         reasoning=parsed.reasoning,
         **tally.share(0, 1),
     )
+
+
+def internal_error(judge: str, sample: int, exc: Exception) -> SampleResult:
+    """The sample of a task that failed before or outside its judge calls (our own bug, the
+    store): an error sample like a provider's, never a raise out of the task."""
+    return SampleResult(
+        judge=judge,
+        sample=sample,
+        error=f"{type(exc).__name__}: {exc}"[:500],
+        error_kind="internal",
+        attempts=0,
+    )

@@ -19,6 +19,7 @@ from schemas.results import SampleResult
 from schemas.tasks import ALL_DIMENSIONS, CellRef, SampleRef
 from store.mode_samples import record_samples
 from worker.gating import Deferred, GatedCall
+from worker.judging import internal_error
 from worker.mode_judging import JudgedSample, judge_all_dimensions, judge_pair_sample
 from worker.runtime import SKIPPED, SampleNotStored, WorkerRuntime
 
@@ -62,13 +63,7 @@ def decode(payload: dict[str, Any]) -> list[JudgedSample]:
 
 
 def _internal_error(ref: SampleRef, dimensions: list[str], exc: Exception) -> list[JudgedSample]:
-    error = SampleResult(
-        judge=ref.judge,
-        sample=ref.sample,
-        error=f"{type(exc).__name__}: {exc}"[:500],
-        error_kind="internal",
-        attempts=0,
-    )
+    error = internal_error(ref.judge, ref.sample, exc)
     return [JudgedSample(d, error) for d in dimensions]
 
 

@@ -43,7 +43,7 @@ from worker.aggregation import build_verdict
 from worker.budget import BudgetMeter
 from worker.cache import ResultCache
 from worker.gating import Deferred, GatedCall
-from worker.judging import CallJudge, RetryPolicy, judge_one_sample
+from worker.judging import CallJudge, RetryPolicy, internal_error, judge_one_sample
 from worker.pairwise import with_pairwise_outcome
 from worker.ratelimit import RedisRateLimiter
 
@@ -194,14 +194,7 @@ class WorkerRuntime:
             raise  # the task retries later; nothing was called, nothing is stored
         except Exception as exc:
             log.exception("judge task %s failed before or outside the judge call", ref)
-            result = SampleResult(
-                judge=ref.judge,
-                sample=ref.sample,
-                error=f"{type(exc).__name__}: {exc}"[:500],
-                error_kind="internal",
-                attempts=0,
-            )
-        return result, None
+            return internal_error(ref.judge, ref.sample, exc), None
 
     def finalize_if_complete(self, cell: CellRef) -> Verdict | None:
         """The verdict, if every sample the cell expects is stored (a cheap count first).
