@@ -154,9 +154,10 @@ def batch_state(sessions: Sessions, batch_id: str) -> BatchState:
     return BatchState(state)
 
 
-def running_batches(sessions: Sessions) -> list[str]:
-    """Batches whose cells are being judged: running, or still being submitted."""
-    active = (BatchState.RUNNING.value, BatchState.SUBMITTING.value)
+def running_batches(sessions: Sessions, submitting: bool = True) -> list[str]:
+    """Batches whose cells are being judged: running, and (unless not `submitting`) those
+    still being submitted."""
+    active = [BatchState.RUNNING.value] + ([BatchState.SUBMITTING.value] if submitting else [])
     with sessions() as session:
         return list(session.scalars(select(BatchRow.id).where(BatchRow.status.in_(active))))
 

@@ -19,11 +19,10 @@ import redis
 
 from schemas.modes import task_refs
 from schemas.settings import Settings
-from schemas.status import BatchState
 from schemas.tasks import SampleRef
 from store.cells import count_batch_samples
 from store.missing import missing_samples
-from store.repository import batch_state, running_batches
+from store.repository import running_batches
 from worker.runtime import WorkerRuntime
 
 log = logging.getLogger("jury.sweeper")
@@ -49,11 +48,7 @@ def requeue_lost_tasks(runtime: WorkerRuntime, client: redis.Redis) -> int:
     """Queue again the missing samples of running batches that nothing can still complete;
     returns how many samples were queued."""
     settings = runtime.settings
-    batches = [
-        batch_id
-        for batch_id in running_batches(runtime.sessions)
-        if batch_state(runtime.sessions, batch_id) == BatchState.RUNNING  # not submitting
-    ]
+    batches = running_batches(runtime.sessions, submitting=False)
     if not batches:
         return 0
     if not nothing_pending(client, settings):
