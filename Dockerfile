@@ -16,12 +16,7 @@ COPY requirements.lock ./
 RUN pip install -r requirements.lock
 
 COPY pyproject.toml README.md ./
-COPY schemas ./schemas
-COPY producer ./producer
-COPY worker ./worker
-COPY store ./store
-COPY simulator ./simulator
-COPY examples ./examples
+COPY jury ./jury
 RUN pip install --no-deps . \
     && useradd --create-home --uid 10001 jury
 

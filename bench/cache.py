@@ -31,12 +31,12 @@ from typing import Any
 import psutil
 
 from bench.common import Stack, local_stack, simulator_stats
-from producer.loading import load_batch
-from producer.services import wait_for
-from producer.submission import submit_batch
-from store.cache import count_cached_answers
-from store.engine import session_factory
-from store.repository import batch_status
+from jury.producer.loading import load_batch
+from jury.producer.services import wait_for
+from jury.producer.submission import submit_batch
+from jury.store.cache import count_cached_answers
+from jury.store.engine import session_factory
+from jury.store.repository import batch_status
 
 JUDGES = ("balanced", "strict")
 SAMPLES = 3

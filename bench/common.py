@@ -14,15 +14,15 @@ from typing import Any
 
 from celery import Celery
 
-from producer.publishing import create_producer_app
-from producer.services import (
+from jury.producer.publishing import create_producer_app
+from jury.producer.services import (
     ManagedProcess,
     start_embedded_redis,
     start_simulator,
     start_worker,
     wait_for,
 )
-from schemas.settings import Settings
+from jury.schemas.settings import Settings
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
@@ -53,6 +53,7 @@ def local_stack(
     simulator_options: list[str],
     n_workers: int,
     appendonly: bool = False,
+    own_groups: bool = False,
     **settings: object,
 ) -> Iterator[Stack]:
     """Redis, the simulator and `n_workers` workers, all stopped on exit."""
@@ -69,7 +70,9 @@ def local_stack(
     )
     app = create_producer_app(config)
     nodes = [f"bench-{label}-{n}@localhost" for n in range(n_workers)]
-    workers = [start_worker(folder, worker_env(config), node) for node in nodes]
+    workers = [
+        start_worker(folder, worker_env(config), node, own_group=own_groups) for node in nodes
+    ]
     try:
         wait_for(
             lambda: len(app.control.ping(destination=nodes, timeout=0.5)) == len(nodes),

@@ -1,8 +1,10 @@
-"""Fault benchmark: the same batch run clean and run through a kill -9 of a worker and a Redis
-restart, side by side. Prints cells lost, cells doubled, duplicate judge calls, and how much
-longer the faulty run took (the recovery time).
+"""Fault benchmark: the same batch run clean and run through a kill -9 of a worker's whole
+process group and a Redis restart, side by side, at the default settings (heartbeat timeout
+60 s, visibility timeout an hour, 256 tasks in flight per worker). Prints cells lost, cells
+doubled, duplicate judge calls, how much longer the faulty run took, and how long after the
+kill the last of the tasks the killed worker held was judged again and stored.
 
-    .venv/bin/python -m bench.faults [--items 40] [--visibility-timeout 10]
+    .venv/bin/python -m bench.faults [--items 200] [--latency-ms 2000]
 
 Everything runs on this machine: an embedded Redis with AOF, the simulator, worker processes.
 """
@@ -19,15 +21,20 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from celery import Celery
 from sqlalchemy import func, select
 
 from bench.common import local_stack, simulator_stats
-from producer.loading import load_batch
-from producer.services import ManagedProcess, wait_for
-from producer.submission import submit_batch
-from store.engine import session_factory
-from store.models import SampleRow, VerdictRow
-from store.repository import batch_status
+from jury.producer.loading import load_batch
+from jury.producer.services import ManagedProcess, wait_for
+from jury.producer.submission import submit_batch
+from jury.schemas.settings import Settings
+from jury.schemas.tasks import CellRef, SampleRef
+from jury.store.engine import session_factory
+from jury.store.models import SampleRow, VerdictRow
+from jury.store.repository import batch_status
+from jury.store.samples import samples_of_cells
+from jury.store.sql import Sessions
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
@@ -60,18 +67,16 @@ def run(
         ["--latency-ms", str(args.latency_ms)],
         args.workers,
         appendonly=True,
-        visibility_timeout_s=args.visibility_timeout,
-        restore_interval_s=2,
-        sweep_interval_s=2,
-        worker_concurrency=args.concurrency,
+        own_groups=True,
     ) as stack:
         sessions = session_factory(stack.settings.database_url)
         started = time.monotonic()
         batch_id = submit_batch(
             load_batch(write_batch(folder, stack.simulator.url, args.items)), sessions, stack.app
         )
+        recovery = None
         if faults is not None:
-            faults(sessions, batch_id, stack.workers, stack.redis)
+            recovery = faults(stack.app, sessions, batch_id, stack.workers, stack.redis)
         wait_for(lambda: batch_status(sessions, batch_id).status.finished, 1800, "the batch")
         makespan = time.monotonic() - started
         status = batch_status(sessions, batch_id)
@@ -103,50 +108,68 @@ def run(
             "judge_calls": calls,
             "duplicate_calls": calls - int(samples or 0),
             "makespan_s": round(makespan, 1),
+            **({} if recovery is None else recovery),
         }
 
 
 def kill_and_restart(
-    sessions: object, batch_id: str, workers: list[ManagedProcess], redis_server: ManagedProcess
-) -> None:
-    total = batch_status(sessions, batch_id).n_cells  # type: ignore[arg-type]
-    wait_for(
-        lambda: batch_status(sessions, batch_id).n_verdicts >= total // 4,  # type: ignore[arg-type]
-        600,
-        "a quarter of the verdicts",
-    )
-    os.kill(workers[0].process.pid, signal.SIGKILL)
-    print("killed a worker with SIGKILL", file=sys.stderr)
-    wait_for(
-        lambda: batch_status(sessions, batch_id).n_verdicts >= total // 2,  # type: ignore[arg-type]
-        600,
-        "half of the verdicts",
-    )
+    app: Celery,
+    sessions: Sessions,
+    batch_id: str,
+    workers: list[ManagedProcess],
+    redis_server: ManagedProcess,
+) -> dict[str, object]:
+    """kill -9 the first worker's process group a quarter of the way in, and measure when the
+    tasks it held are judged again; then restart Redis half way through."""
+    total = batch_status(sessions, batch_id).n_cells
+    wait_for(lambda: batch_status(sessions, batch_id).n_verdicts >= total // 4, 600, "a quarter")
+    victim = workers[0]
+    node = f"{victim.name}@localhost"
+    active = (app.control.inspect(destination=[node], timeout=3).active() or {}).get(node, [])
+    held = [SampleRef(*(task["args"][:4]), int(task["args"][4])) for task in active]
+    os.killpg(victim.process.pid, signal.SIGKILL)
+    killed_at = time.monotonic()
+    print(f"killed a worker's process group holding {len(held)} tasks", file=sys.stderr)
+    wait_for(lambda: _all_stored(sessions, held), 600, "the killed worker's tasks", poll=0.5)
+    back_after = time.monotonic() - killed_at
+    print(f"its tasks were judged again {back_after:.1f} s after the kill", file=sys.stderr)
+    wait_for(lambda: batch_status(sessions, batch_id).n_verdicts >= total // 2, 600, "half")
     redis_server.restart()
     print("restarted Redis", file=sys.stderr)
+    return {"killed_worker_held": len(held), "held_tasks_back_after_s": round(back_after, 1)}
+
+
+def _all_stored(sessions: Sessions, refs: list[SampleRef]) -> bool:
+    cells: dict[CellRef, set[tuple[str, int]]] = {}
+    for ref in refs:
+        cells.setdefault(ref.cell, set()).add((ref.judge, ref.sample))
+    stored = samples_of_cells(sessions, list(cells))
+    return all(
+        wanted <= {(s.judge, s.sample) for s in stored.get(cell, [])}
+        for cell, wanted in cells.items()
+    )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--items", type=int, default=40)
+    parser.add_argument("--items", type=int, default=200)
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--concurrency", type=int, default=8)
-    parser.add_argument("--latency-ms", type=int, default=300)
-    parser.add_argument("--visibility-timeout", type=int, default=10)
+    parser.add_argument("--latency-ms", type=int, default=2000)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="jury-bench-") as tmp:
         clean = run("clean", Path(tmp) / "clean", args, None)
         faulty = run("faulty", Path(tmp) / "faulty", args, kill_and_restart)
     faulty["recovery_s"] = round(float(faulty["makespan_s"]) - float(clean["makespan_s"]), 1)  # type: ignore[arg-type]
     columns = list(faulty)
-    print(f"{'':<18}{'clean':>12}{'faulty':>12}")
+    print(f"{'':<26}{'clean':>12}{'faulty':>12}")
     for column in columns[1:]:
-        print(f"{column:<18}{clean.get(column, ''):>12}{faulty.get(column, ''):>12}")
+        print(f"{column:<26}{clean.get(column, ''):>12}{faulty.get(column, ''):>12}")
     print(
         json.dumps(
             {
                 "bench": "faults",
-                "visibility_timeout_s": args.visibility_timeout,
+                "heartbeat_timeout_s": Settings().heartbeat_timeout_s,
+                "visibility_timeout_s": Settings().visibility_timeout_s,
                 "clean": clean,
                 "faulty": faulty,
             }

@@ -35,16 +35,17 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import Stack, local_stack
-from producer.loading import load_batch
-from producer.services import wait_for
-from producer.submission import submit_batch
-from schemas.batch import Dimension
-from schemas.results import SampleResult, Verdict
-from schemas.tasks import CellRef
-from simulator.personas import latent_quality
-from store.cells import iter_verdicts, list_samples
-from store.engine import session_factory
-from store.repository import batch_status
+from jury.producer.loading import load_batch
+from jury.producer.services import wait_for
+from jury.producer.submission import submit_batch
+from jury.schemas.batch import Dimension
+from jury.schemas.results import SampleResult, Verdict
+from jury.schemas.tasks import CellRef
+from jury.simulator.personas import latent_quality
+from jury.store.cells import iter_verdicts
+from jury.store.engine import session_factory
+from jury.store.repository import batch_status
+from jury.store.samples import list_samples
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 

@@ -4,7 +4,13 @@ minute, run by jury with 2 and with 4 worker processes and by a plain-asyncio ba
 process, asyncio.gather over every call with a semaphore, LiteLLM, retrying 429s after
 Retry-After), side by side.
 
-    .venv/bin/python -m bench.ratelimit [--minutes 1.0] [--concurrency 32]
+    .venv/bin/python -m bench.ratelimit [--minutes 1.0] [--rate-window 1] [--hog]
+
+With `--rate-window 1` the provider's bucket holds one second of quota (1200 rpm: 20 calls in
+any second), as OpenAI may enforce a per-minute limit per second; `--hog` keeps both cores
+busy with another process meanwhile, so calls leave their slots late as on a loaded host (the
+simulator, standing in for a provider on other machines, runs at a raised priority where
+allowed: the hog slows jury, not the provider's clock).
 
 Prints a table and one JSON line: makespan, ideal makespan, their ratio, per-model
 utilisation of the quota, share of calls answered 429, retries.
@@ -17,21 +23,26 @@ import asyncio
 import json
 import os
 import random
+import subprocess
+import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
+import psutil
 from sqlalchemy import func, select
 
 from bench.common import figure, local_stack, print_runs, simulator_stats
-from producer.loading import load_batch
-from producer.services import start_simulator, wait_for
-from producer.submission import submit_batch
-from store.engine import session_factory
-from store.models import SampleRow
-from store.repository import batch_status
+from jury.producer.loading import load_batch
+from jury.producer.services import ManagedProcess, start_simulator, wait_for
+from jury.producer.submission import submit_batch
+from jury.schemas.settings import Settings
+from jury.store.engine import session_factory
+from jury.store.models import SampleRow
+from jury.store.repository import batch_status
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
@@ -88,6 +99,29 @@ def model_figures(stats: dict[str, Any], makespan: float) -> dict[str, dict[str,
     return figures
 
 
+def as_a_remote_provider(simulator: ManagedProcess) -> None:
+    """The simulator stands in for a provider on other machines: the hog must slow jury, not
+    the provider's own clock. A starved simulator would read requests sent evenly in bursts,
+    and count them so in its one-second window. Raised priority where allowed (root)."""
+    with suppress(OSError):
+        os.setpriority(os.PRIO_PROCESS, simulator.process.pid, -15)
+
+
+@contextmanager
+def cpu_hog(on: bool) -> Iterator[None]:
+    """One busy process per core for the run, as on a machine that does other work."""
+    hogs = [
+        subprocess.Popen([sys.executable, "-c", "while True: pass"])
+        for _ in range((psutil.cpu_count() or 1) if on else 0)
+    ]
+    try:
+        yield
+    finally:
+        for hog in hogs:
+            hog.kill()
+            hog.wait()
+
+
 def run_jury(folder: Path, workers: int, args: argparse.Namespace) -> dict[str, Any]:
     items, n = plan(args.minutes)
     label = f"jury-{workers}w"
@@ -102,12 +136,14 @@ def run_jury(folder: Path, workers: int, args: argparse.Namespace) -> dict[str, 
     ) as stack:
         sessions = session_factory(stack.settings.database_url)
         batch = write_batch(folder / label, stack.simulator.url, items, n)
-        started = time.monotonic()
-        batch_id = submit_batch(load_batch(batch), sessions, stack.app)
-        wait_for(
-            lambda: batch_status(sessions, batch_id).status.finished, 1800, "the batch", poll=0.2
-        )
-        makespan = time.monotonic() - started
+        as_a_remote_provider(stack.simulator)
+        with cpu_hog(args.hog):
+            started = time.monotonic()
+            batch_id = submit_batch(load_batch(batch), sessions, stack.app)
+            wait_for(
+                lambda: batch_status(sessions, batch_id).status.finished, 1800, "the batch", 0.2
+            )
+            makespan = time.monotonic() - started
         stats = simulator_stats(stack.simulator)
         with sessions() as session:
             retries = session.scalar(
@@ -115,7 +151,7 @@ def run_jury(folder: Path, workers: int, args: argparse.Namespace) -> dict[str, 
                     SampleRow.batch_id == batch_id
                 )
             )
-        deferrals = sum(w.log_tail(10**7).count("Retry in") for w in stack.workers)
+        deferrals = sum(w.log_tail(10**7).count("parking the task") for w in stack.workers)
         return _row(label, makespan, items, n, stats, int(retries or 0), deferrals)
 
 
@@ -201,10 +237,13 @@ def run_baseline(folder: Path, args: argparse.Namespace) -> dict[str, Any]:
     items, n = plan(args.minutes)
     folder.mkdir(parents=True, exist_ok=True)
     simulator = start_simulator(folder, LATENCY + _limits())
+    as_a_remote_provider(simulator)
     try:
-        started = time.monotonic()
-        retries = asyncio.run(_baseline_calls(simulator.url, items, n, args.baseline_concurrency))
-        makespan = time.monotonic() - started
+        with cpu_hog(args.hog):
+            started = time.monotonic()
+            calls = _baseline_calls(simulator.url, items, n, args.baseline_concurrency)
+            retries = asyncio.run(calls)
+            makespan = time.monotonic() - started
         return _row("asyncio baseline", makespan, items, n, simulator_stats(simulator), retries, 0)
     finally:
         simulator.stop()
@@ -224,10 +263,17 @@ def _utilisation(model: str) -> Callable[[dict[str, Any]], object]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--minutes", type=float, default=1.0)
-    parser.add_argument("--concurrency", type=int, default=64, help="threads per worker")
+    parser.add_argument(
+        "--concurrency", type=int, default=256, help="tasks in flight per worker (its default)"
+    )
+    parser.add_argument(
+        "--hog", action="store_true", help="keep every core busy with another process meanwhile"
+    )
     parser.add_argument("--baseline-concurrency", type=int, default=64)
     parser.add_argument("--horizon", type=float, default=3.0, help="JURY_RATE_HORIZON")
-    parser.add_argument("--margin", type=float, default=0.01, help="JURY_RATE_MARGIN")
+    parser.add_argument(
+        "--margin", type=float, default=Settings().rate_margin, help="JURY_RATE_MARGIN"
+    )
     parser.add_argument(
         "--rate-window",
         default="60",
@@ -255,6 +301,7 @@ def main() -> None:
                 "bench": "ratelimit",
                 "minutes": args.minutes,
                 "rate_window_s": float(args.rate_window),
+                "cpu_hog": args.hog,
                 "runs": rows,
             }
         )

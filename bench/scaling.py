@@ -21,11 +21,11 @@ import psutil
 
 from bench.common import figure, local_stack, print_runs
 from bench.throughput import cpu_seconds
-from producer.loading import load_batch
-from producer.services import wait_for
-from producer.submission import submit_batch
-from store.engine import session_factory
-from store.repository import batch_status
+from jury.producer.loading import load_batch
+from jury.producer.services import wait_for
+from jury.producer.submission import submit_batch
+from jury.store.engine import session_factory
+from jury.store.repository import batch_status
 
 JUDGES = ["balanced", "lenient", "strict"]
 

@@ -37,16 +37,16 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import Stack, local_stack, simulator_stats
-from producer.loading import load_batch
-from producer.services import wait_for
-from producer.submission import submit_batch
-from schemas.agreement import batch_agreement
-from schemas.batch import Dimension
-from schemas.results import Verdict
-from simulator.personas import latent_quality
-from store.cells import iter_verdicts
-from store.engine import session_factory
-from store.repository import batch_status
+from jury.producer.loading import load_batch
+from jury.producer.services import wait_for
+from jury.producer.submission import submit_batch
+from jury.schemas.agreement import batch_agreement
+from jury.schemas.batch import Dimension
+from jury.schemas.results import Verdict
+from jury.simulator.personas import latent_quality
+from jury.store.cells import iter_verdicts
+from jury.store.engine import session_factory
+from jury.store.repository import batch_status
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 

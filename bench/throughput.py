@@ -31,15 +31,15 @@ import psutil
 import redis
 
 from bench.common import figure, local_stack, print_runs, worker_env
-from producer.services import wait_for
-from store.engine import session_factory
-from store.repository import batch_status
+from jury.producer.services import wait_for
+from jury.store.engine import session_factory
+from jury.store.repository import batch_status
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 JUDGES = ["balanced", "lenient", "strict"]
 DIMENSIONS = ["relevance", "accuracy", "helpfulness", "depth", "creativity"]
 SAMPLES = 3
-JURY = [sys.executable, "-c", "from producer.cli import main; main()"]
+JURY = [sys.executable, "-c", "from jury.producer.cli import main; main()"]
 PER_ITEM = len(JUDGES) * len(DIMENSIONS) * SAMPLES
 SIMULATOR = ["--latency-ms", "0", "--latency-sigma", "0"]
 
@@ -185,8 +185,8 @@ def run_jury(folder: Path, label: str, judgments_wanted: int, args: argparse.Nam
 async def _baseline(api_base: str, judgments: int, concurrency: int) -> int:
     import litellm
 
-    from schemas.batch import Scale
-    from worker.parsing import parse_score  # the same parsing jury applies
+    from jury.schemas.batch import Scale
+    from jury.worker.parsing import parse_score  # the same parsing jury applies
 
     scale = Scale(min=1, max=5)
 
@@ -279,7 +279,9 @@ def main() -> None:
     parser.add_argument("--judgments", type=int, default=100_000)
     parser.add_argument("--small", type=int, default=20_000, help="the second, smaller batch")
     parser.add_argument("--workers", type=int, default=2, help="worker processes")
-    parser.add_argument("--concurrency", type=int, default=16, help="threads per worker")
+    parser.add_argument(
+        "--concurrency", type=int, default=256, help="tasks in flight per worker (its default)"
+    )
     parser.add_argument("--max-queued", type=int, default=10_000, help="JURY_MAX_QUEUED")
     parser.add_argument("--baseline-concurrency", type=int, default=64)
     parser.add_argument("--runs", default="publish,jury,jury-small,baseline")

@@ -13,8 +13,8 @@ import pytest
 import redis
 import sqlalchemy
 
-from producer.publishing import create_producer_app
-from producer.services import (
+from jury.producer.publishing import create_producer_app
+from jury.producer.services import (
     ManagedProcess,
     redis_answers,
     start_embedded_redis,
@@ -22,8 +22,8 @@ from producer.services import (
     start_worker,
     wait_for,
 )
-from schemas.settings import Settings
-from store.engine import dispose_all
+from jury.schemas.settings import Settings
+from jury.store.engine import dispose_all
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 ROOT = Path(__file__).resolve().parent.parent

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from schemas.batch import Dimension, Judge
-from schemas.results import SampleResult
+from jury.schemas.batch import Dimension, Judge
+from jury.schemas.results import SampleResult
 
 RELEVANCE = Dimension.model_validate("relevance")  # built-in: scale 1..5, threshold 3.5
 

@@ -7,7 +7,7 @@ import os
 import random
 from pathlib import Path
 
-from simulator.personas import (
+from jury.simulator.personas import (
     PERSONAS,
     judge_score,
     latent_quality,

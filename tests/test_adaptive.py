@@ -7,13 +7,14 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
 
 from bench.common import simulator_stats
-from producer.services import ManagedProcess
-from schemas.settings import Settings
-from store.cells import iter_verdicts
-from store.engine import session_factory
-from store.repository import batch_status
+from jury.producer.services import ManagedProcess
+from jury.schemas.settings import Settings
+from jury.store.cells import iter_verdicts
+from jury.store.engine import session_factory
+from jury.store.repository import batch_status
 from tests.conftest import worker_env
 from tests.test_cli import jury
 from tests.test_pipeline import run_batch, write_batch
@@ -22,11 +23,16 @@ pytestmark = pytest.mark.integration
 MAX_STD = 0.5
 
 
+def settings_tag(settings: Settings, tmp_path: Path) -> str:
+    """Model names of this test alone: the simulator counts their calls apart."""
+    return settings.queue.removeprefix("jury-test-") + tmp_path.name[-4:].replace("_", "")
+
+
 def test_adaptive_batch_escalates_only_uncertain_cells(
     tmp_path: Path, sqlite_workers: Settings, simulator: ManagedProcess
 ) -> None:
     settings = sqlite_workers
-    tag = settings.queue.removeprefix("jury-test-") + tmp_path.name[-4:].replace("_", "")
+    tag = settings_tag(settings, tmp_path)
     # The contrarian persona disagrees with the others on about a third of the cells.
     judges = [
         {"model": f"openai/balanced@a{tag}", "n": 3},
@@ -81,3 +87,38 @@ def test_adaptive_batch_escalates_only_uncertain_cells(
         "escalated_cells": escalated,
         "cells": status.n_cells,
     }
+
+
+@pytest.mark.parametrize("mode", ["combined", "pairwise"])
+def test_every_mode_escalates_uncertain_cells(
+    tmp_path: Path, sqlite_workers: Settings, simulator: ManagedProcess, mode: str
+) -> None:
+    """Combined and pairwise tasks run the one pipeline: adaptive sampling works for them."""
+    tag = settings_tag(sqlite_workers, tmp_path) + mode[:2]
+    judges = [
+        {"model": f"openai/balanced@a{tag}", "n": 3},
+        {"model": f"openai/contrarian@a{tag}", "n": 3},
+        {"model": f"openai/strict@a{tag}", "n": 2, "reserve": True},
+    ]
+    extra: dict[str, object] = {"mode": "combined"} if mode == "combined" else {"pairwise": {}}
+    batch = write_batch(
+        tmp_path, simulator, judges, adaptive={"initial_samples": 1, "max_std": 0.3}, cache=False
+    )
+    spec = yaml.safe_load(batch.read_text())
+    batch.write_text(yaml.safe_dump({**spec, **extra}))
+    if mode == "pairwise":
+        pairs = [
+            {"id": f"p{i}", "input": f"Q{i}?", "output_a": f"A {i}.", "output_b": "Maybe."}
+            for i in range(6)
+        ]
+        (tmp_path / "items.jsonl").write_text("".join(json.dumps(p) + "\n" for p in pairs))
+    batch_id = run_batch(sqlite_workers, batch)
+    sessions = session_factory(sqlite_workers.database_url)
+    status = batch_status(sessions, batch_id)
+    sizes = [
+        sorted(len(e.samples) + e.n_failed for e in v.llm_evaluations.values())
+        for v in iter_verdicts(sessions, batch_id)
+    ]
+    escalated = sizes.count([2, 3, 3])
+    assert 0 < escalated == status.n_escalated < status.n_cells
+    assert sizes.count([1, 1]) + escalated == status.n_cells == status.n_verdicts

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from producer.cli import jury
-from schemas.settings import Settings
+from jury.producer.cli import jury
+from jury.schemas.settings import Settings
 from tests.conftest import queued_messages
 
 BAD = Path(__file__).resolve().parent / "data" / "bad"
@@ -46,8 +46,8 @@ EXPECTED = {
         "unset_env.yaml",
         "environment variable JURY_TEST_UNSET_VAR_7F3A is not set",
     ),
-    "yaml_syntax.yaml": ("yaml_syntax.yaml", "line 5, column 6: not valid YAML/JSON"),
-    "json_syntax.json": ("json_syntax.json", "line 3, column 31: not valid YAML/JSON"),
+    "yaml_syntax.yaml": ("yaml_syntax.yaml", "line 5, column 6: not valid YAML"),
+    "json_syntax.json": ("json_syntax.json", "line 3, column 31: not valid JSON"),
 }
 
 

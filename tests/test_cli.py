@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from producer.services import ManagedProcess
-from schemas.settings import Settings
+from jury.producer.services import ManagedProcess
+from jury.schemas.settings import Settings
 from tests.conftest import ROOT, queued_messages, settings_for, worker_env
 from tests.test_pipeline import write_batch
 
 pytestmark = pytest.mark.integration
-JURY = [sys.executable, "-c", "from producer.cli import main; main()"]
+JURY = [sys.executable, "-c", "from jury.producer.cli import main; main()"]
 
 
 def jury(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:

@@ -18,10 +18,10 @@ from celery import Celery
 from celery.bin.base import CLIContext
 from celery.bin.worker import worker as celery_worker
 
-from producer.cli import jury
-from producer.flower_ui import check_flower_options
-from schemas.settings import Settings
-from simulator.config import build_parser
+from jury.producer.cli import jury
+from jury.producer.flower_ui import check_flower_options
+from jury.schemas.settings import Settings
+from jury.simulator.config import build_parser
 
 ROOT = Path(__file__).resolve().parent.parent
 COMPOSE = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
@@ -85,11 +85,8 @@ def example_env() -> dict[str, str]:
     return env
 
 
-def readme_section(title: str) -> str:
-    text = (ROOT / "README.md").read_text()
-    start = text.index(f"## {title}")
-    end = text.find("\n## ", start + 3)
-    return text[start : end if end > 0 else None]
+def docs_page(name: str) -> str:
+    return (ROOT / "docs" / name).read_text()
 
 
 def as_argv(command: str | list[str]) -> list[str]:
@@ -130,10 +127,10 @@ def test_every_command_exists_and_parses(service: str) -> None:
 def test_every_variable_is_documented() -> None:
     needed = variables_needed()
     assert {"REDIS_PASSWORD", "POSTGRES_PASSWORD", "FLOWER_BASIC_AUTH"} <= needed
-    documented = readme_section("Running with Docker Compose")
+    documented = docs_page("docker.md")
     example = (ROOT / ".env.example").read_text()
     for name in sorted(needed):
-        assert f"`{name}`" in documented, f"{name} is not described in README.md"
+        assert f"`{name}`" in documented, f"{name} is not described in docs/docker.md"
         assert name in example, f"{name} is not in .env.example"
 
 
@@ -192,7 +189,7 @@ def test_flower_needs_a_login_and_the_producer_runs_once() -> None:
     assert flower["command"][:2] == ["jury", "flower"] and "0.0.0.0" in flower["command"]
     producer = SERVICES["producer"]
     assert producer["restart"] == "no"
-    assert producer["command"][:3] == ["jury", "submit", "examples/demo.yaml"]
+    assert producer["command"][:3] == ["jury", "submit", "jury/examples/demo.yaml"]
     assert "--wait" in producer["command"]
     assert producer["environment"]["JURY_SIMULATOR_URL"].startswith("http://simulator:")
     for name, service in SERVICES.items():
@@ -211,9 +208,10 @@ def test_dockerfile_copies_what_the_image_needs() -> None:
                 copied.add(source)
     pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
     include = pyproject["tool"]["setuptools"]["packages"]["find"]["include"]
-    packages = {p.rstrip("*") for p in include}
+    packages = {p for p in include if "*" not in p}
+    assert packages == {"jury"}, "one import name"
     assert packages <= copied, "every package of the project is in the image"
-    assert {"requirements.lock", "pyproject.toml", "examples"} <= copied
+    assert {"requirements.lock", "pyproject.toml"} <= copied
     assert any(line.startswith("USER ") and "root" not in line for line in lines)
     ignored = (ROOT / ".dockerignore").read_text().split()
     assert {".env", ".git", ".venv"} <= set(ignored), "no secrets or local state in the image"

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
 import urllib.request
 from pathlib import Path
 
@@ -11,16 +10,16 @@ import pytest
 import redis
 from click.testing import CliRunner
 
-from producer.cli import jury as cli
-from producer.loading import load_batch
-from producer.publishing import create_producer_app
-from producer.services import ManagedProcess, start_simulator, wait_for
-from producer.submission import submit_batch
-from schemas.settings import Settings
-from schemas.status import BatchState
-from store.cells import stored_cost
-from store.engine import session_factory
-from store.repository import batch_status
+from jury.producer.cli import jury as cli
+from jury.producer.loading import load_batch
+from jury.producer.publishing import create_producer_app
+from jury.producer.services import ManagedProcess, python_module, start_simulator, wait_for
+from jury.producer.submission import submit_batch
+from jury.schemas.settings import Settings
+from jury.schemas.status import BatchState
+from jury.store.engine import session_factory
+from jury.store.repository import batch_status
+from jury.store.samples import stored_cost
 from tests.conftest import queued_messages, worker_env
 from tests.test_cli import jury
 from tests.test_faults import assert_exactly_once
@@ -62,7 +61,7 @@ def test_resume_rejudges_failed_samples_once_the_judge_is_back(
 
         # The provider recovers: the same simulator, on the same port, without the fault.
         port = flaky.url.split(":")[-1].split("/")[0]
-        flaky.argv = [sys.executable, "-m", "simulator", "--port", port]
+        flaky.argv = [*python_module("jury.simulator"), "--port", port]
         flaky.restart()
         wait_for(lambda: _answers(flaky), 30, "the simulator to come back")
 
@@ -161,7 +160,7 @@ def test_budget_cap_stops_new_calls_and_resume_raises_it(
 def stored_samples(sessions: object, batch_id: str) -> int:
     from sqlalchemy import func, select
 
-    from store.models import SampleRow
+    from jury.store.models import SampleRow
 
     with sessions() as session:  # type: ignore[operator]
         count: int = session.scalar(

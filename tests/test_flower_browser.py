@@ -19,9 +19,11 @@ import pytest
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
-from producer.services import ManagedProcess, free_port, wait_for
-from schemas.errors import ConfigurationError
-from schemas.settings import Settings
+from jury.producer.publishing import create_producer_app
+from jury.producer.services import ManagedProcess, free_port, wait_for
+from jury.schemas.errors import ConfigurationError
+from jury.schemas.settings import Settings
+from jury.schemas.tasks import AGGREGATE_TASK, JUDGE_TASK
 from tests.browser import chromium_driver, console_errors, full_page_screenshot, use_basic_auth
 from tests.conftest import WorkerStarter, settings_for, worker_env
 from tests.test_cli import JURY, jury
@@ -90,8 +92,16 @@ def test_flower_shows_jury_tasks_and_workers(
     }
     [worker] = start_workers(settings, **keys)
     node = f"{worker.name}@localhost"
-    # Flower sees the worker through its events (heartbeats): events flow before we submit.
+    # Flower sees the worker, and turns its task events on (it sends Celery's enable_events to
+    # every worker every 5 s; a worker sends none before): events flow before we submit.
     wait_for(lambda: server.answers("/workers?json=1", node), 60, "Flower to see the worker")
+    # Flower does so within 5 s; here at once, as Flower does it, to know when it is done.
+    control = create_producer_app(settings).control
+    wait_for(
+        lambda: bool(control.broadcast("enable_events", destination=[node], reply=True, timeout=1)),
+        30,
+        "the worker's task events",
+    )
     assert server.get("/workers", auth=False)[0] == 401, "Flower must ask for its login"
 
     judges = [
@@ -104,20 +114,48 @@ def test_flower_shows_jury_tasks_and_workers(
     assert submitted.returncode == 0, submitted.stderr
     batch_id = submitted.stdout.strip()
     assert "\n" not in batch_id, "--quiet prints the batch id alone"
-    # 5 items × 2 dimensions × 3 samples; Flower has them once their events arrived.
+    # 5 items × 2 dimensions × 3 samples, of which the broken judge's 10 failed, and 10
+    # chord callbacks; Flower has them once their events arrived.
     states: Counter[str] = Counter()
+    callbacks: Counter[str] = Counter()
 
     def all_listed() -> bool:
         states.clear()
-        states.update(str(t.get("state")) for t in _judge_tasks(server, batch_id).values())
-        return states["SUCCESS"] >= 30
+        callbacks.clear()
+        tasks = _tasks(server, batch_id, JUDGE_TASK).values()
+        states.update(f"{t.get('state')} {'broken' in str(t.get('args'))}" for t in tasks)
+        callbacks.update(
+            str(t.get("state")) for t in _tasks(server, batch_id, AGGREGATE_TASK).values()
+        )
+        return (
+            states["SUCCESS False"] >= 20
+            and states["FAILURE True"] >= 10
+            and callbacks["SUCCESS"] >= 10
+        )
 
     try:
         wait_for(all_listed, 60, "Flower to list the tasks")
     except ConfigurationError:
         raise AssertionError(
-            f"Flower lists {dict(states)} of 30 tasks\n{server.process.log_tail()}"
+            f"Flower lists {dict(states)} judge tasks and {dict(callbacks)} callbacks\n"
+            f"{server.process.log_tail()}"
         ) from None
+    # A failed judgment is a failure in Flower, with its error kind, yet it was stored once and
+    # never redelivered; a successful one shows its score; a callback its verdict.
+    failed = [
+        t for t in _tasks(server, batch_id, JUDGE_TASK).values() if t.get("state") == "FAILURE"
+    ]
+    assert all("JudgmentFailed" in str(t.get("exception")) for t in failed)
+    assert all("server_error" in str(t.get("exception")) for t in failed)
+    scored = [
+        t for t in _tasks(server, batch_id, JUDGE_TASK).values() if t.get("state") == "SUCCESS"
+    ]
+    assert all(
+        float(t["result"]) in {1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0} for t in scored
+    )
+    verdicts = _tasks(server, batch_id, AGGREGATE_TASK).values()
+    assert all("final_score" in str(t.get("result")) for t in verdicts)
+    assert "raised expected: JudgmentFailed" in worker.log_tail(2000)
 
     use_basic_auth(browser, USER, PASSWORD)
     browser.get(server.base + "/tasks")
@@ -127,7 +165,14 @@ def test_flower_shows_jury_tasks_and_workers(
     ours = [r for r in rows if "jury.judge_sample" in r and f"batch={batch_id}" in r]
     assert ours, f"no labelled jury.judge_sample row for {batch_id} in {rows[:3]}"
     assert any("dimension=relevance" in r and "judge=openai/balanced" in r for r in ours)
+    cells = [r for r in rows if "jury.aggregate_cell" in r and f"batch={batch_id}" in r]
+    assert cells and all("dimension=" in r and "judge=" not in r for r in cells)
     full_page_screenshot(browser, tmp_path / "flower-tasks.png")
+    # A failed judgment's own page: FAILURE, its error kind and message.
+    browser.get(server.base + f"/task/{sorted(t['uuid'] for t in failed)[0]}")
+    WebDriverWait(browser, 20).until(lambda d: "JudgmentFailed" in d.page_source)
+    assert "FAILURE" in browser.page_source and "server_error" in browser.page_source
+    browser.get(server.base + "/tasks")
     pages = {"tasks": browser.page_source}
 
     browser.get(server.base + "/workers")
@@ -156,8 +201,8 @@ def _worker_links(browser: Any) -> list[str]:
     return [link.get_attribute("title") for link in links]
 
 
-def _judge_tasks(server: Flower, batch_id: str) -> dict[str, Any]:
-    status, body = server.get("/api/tasks?taskname=jury.judge_sample&limit=1000")
+def _tasks(server: Flower, batch_id: str, name: str) -> dict[str, Any]:
+    status, body = server.get(f"/api/tasks?taskname={name}&limit=1000")
     if status != 200:
         return {}
     tasks: dict[str, Any] = json.loads(body)
@@ -165,7 +210,7 @@ def _judge_tasks(server: Flower, batch_id: str) -> dict[str, Any]:
 
 
 def _judge_task_ids(server: Flower, batch_id: str) -> list[str]:
-    return sorted(_judge_tasks(server, batch_id))
+    return sorted(_tasks(server, batch_id, JUDGE_TASK))
 
 
 def test_flower_refuses_a_malformed_login(tmp_path: Path, redis_url: str) -> None:

@@ -10,12 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from producer.services import ManagedProcess, start_simulator
-from schemas.batch import Dimension, Item, Judge
-from schemas.errors import PermanentJudgeError, TransientJudgeError
-from worker.judging import RetryPolicy, judge_one_sample
-from worker.llm_client import complete
-from worker.prompts import build_messages
+from jury.producer.services import ManagedProcess, start_simulator
+from jury.schemas.batch import Dimension, Item, Judge
+from jury.schemas.errors import PermanentJudgeError, TransientJudgeError
+from jury.worker.judging import RetryPolicy, judge_call, task_messages
+from jury.worker.llm_client import LLMReply, complete
+from jury.worker.loop import EventLoopThread
+from jury.worker.prompts import build_messages
 
 pytestmark = pytest.mark.integration
 MESSAGES = build_messages(Item(id="a", input="2+2?", output="4"), Dimension(name="relevance"))
@@ -40,12 +41,20 @@ def limited_simulator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mana
     process.stop()
 
 
+# One long-lived loop, as in a worker process (LiteLLM keeps its HTTP sessions per loop).
+LOOP = EventLoopThread("test-llm-client")
+
+
+def call(judge: Judge, messages: list[dict[str, str]]) -> LLMReply:
+    return LOOP.run(complete(judge, messages))
+
+
 def judge(simulator: ManagedProcess, model: str, **extra: object) -> Judge:
     return Judge.model_validate({"model": model, "api_base": simulator.url, **extra})
 
 
 def test_reply_has_text_usage_and_latency(simulator: ManagedProcess) -> None:
-    reply = complete(judge(simulator, "openai/balanced"), MESSAGES)
+    reply = call(judge(simulator, "openai/balanced"), MESSAGES)
     assert json.loads(reply.text)["score"] in {1, 2, 3, 4, 5}
     assert reply.prompt_tokens > 100 and reply.completion_tokens > 0
     assert reply.latency_ms > 0 and reply.cost_usd == 0.0  # the simulator has no price
@@ -53,10 +62,10 @@ def test_reply_has_text_usage_and_latency(simulator: ManagedProcess) -> None:
 
 def test_rate_limit_is_transient_with_retry_after(limited_simulator: ManagedProcess) -> None:
     limited = judge(limited_simulator, "openai/balanced@limited")
-    complete(limited, MESSAGES)
-    complete(limited, MESSAGES)
+    call(limited, MESSAGES)
+    call(limited, MESSAGES)
     with pytest.raises(TransientJudgeError) as caught:
-        complete(limited, MESSAGES)
+        call(limited, MESSAGES)
     assert caught.value.kind == "rate_limited"
     assert caught.value.retry_after is not None and caught.value.retry_after >= 1
 
@@ -65,10 +74,10 @@ def test_server_errors_are_transient_and_unknown_models_permanent(
     simulator: ManagedProcess,
 ) -> None:
     with pytest.raises(TransientJudgeError) as down:
-        complete(judge(simulator, "openai/balanced@broken"), MESSAGES)
+        call(judge(simulator, "openai/balanced@broken"), MESSAGES)
     assert down.value.kind == "server_error"
     with pytest.raises(PermanentJudgeError) as unknown:
-        complete(judge(simulator, "openai/no-such-persona"), MESSAGES)
+        call(judge(simulator, "openai/no-such-persona"), MESSAGES)
     assert unknown.value.kind == "not_found"
 
 
@@ -76,7 +85,7 @@ def test_timeout_is_transient(tmp_path: Path) -> None:
     hanging = start_simulator(tmp_path, ["--timeout-rate", "1", "--hang-seconds", "10"])
     try:
         with pytest.raises(TransientJudgeError) as caught:
-            complete(judge(hanging, "openai/balanced", timeout_s=0.5), MESSAGES)
+            call(judge(hanging, "openai/balanced", timeout_s=0.5), MESSAGES)
         assert caught.value.kind in {"timeout", "connection"}
     finally:
         hanging.stop()
@@ -85,20 +94,26 @@ def test_timeout_is_transient(tmp_path: Path) -> None:
 def test_missing_key_variable_is_permanent_and_named(simulator: ManagedProcess) -> None:
     keyed = judge(simulator, "openai/balanced", api_key_env="JURY_TEST_SURELY_UNSET_KEY")
     with pytest.raises(PermanentJudgeError, match="JURY_TEST_SURELY_UNSET_KEY"):
-        complete(keyed, MESSAGES)
+        call(keyed, MESSAGES)
 
 
 def test_garbage_answers_are_retried_then_reported(tmp_path: Path) -> None:
     garbage = start_simulator(tmp_path, ["--garbage-rate", "1"])
     try:
-        result = judge_one_sample(
-            judge(garbage, "openai/balanced"),
-            Dimension(name="relevance"),
-            Item(id="a", output="4"),
-            0,
-            complete,
-            RetryPolicy(max_attempts=3, base_delay_s=0),
+        dimensions = [Dimension(name="relevance")]
+        messages = task_messages(Item(id="a", output="4"), dimensions, (None,))
+        judged = LOOP.run(
+            judge_call(
+                judge(garbage, "openai/balanced"),
+                dimensions,
+                (None,),
+                messages,
+                0,
+                complete,
+                RetryPolicy(max_attempts=3, base_delay_s=0),
+            )
         )
+        result = judged[0].result
         with urllib.request.urlopen(garbage.url.removesuffix("/v1") + "/stats") as answer:
             stats = json.load(answer)
     finally:

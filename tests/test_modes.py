@@ -17,21 +17,21 @@ import yaml
 from click.testing import CliRunner
 
 from bench.common import simulator_stats
-from producer.cli import jury
-from producer.loading import load_batch
-from producer.publishing import Publisher, create_producer_app, short_task_id
-from producer.services import ManagedProcess, start_simulator, wait_for
-from producer.submission import submit_batch
-from schemas.batch import BatchConfig, Item
-from schemas.pairwise import winner_of
-from schemas.settings import Settings
-from schemas.tasks import ALL_DIMENSIONS, CellRef, SampleRef
-from simulator.personas import latent_quality
-from store.cells import iter_verdicts, list_samples
-from store.engine import session_factory
-from store.mode_samples import pair_judgments
-from store.models import PairJudgmentRow
-from store.repository import add_items, batch_status, create_batch, start_batch
+from jury.producer.cli import jury
+from jury.producer.loading import load_batch
+from jury.producer.publishing import Publisher, create_producer_app, short_task_id
+from jury.producer.services import ManagedProcess, start_simulator, wait_for
+from jury.producer.submission import submit_batch
+from jury.schemas.batch import BatchConfig, Item
+from jury.schemas.pairwise import winner_of
+from jury.schemas.settings import Settings
+from jury.schemas.tasks import CellRef, SampleRef
+from jury.simulator.personas import latent_quality
+from jury.store.cells import iter_verdicts
+from jury.store.engine import session_factory
+from jury.store.models import PairJudgmentRow
+from jury.store.repository import add_items, batch_status, create_batch, start_batch
+from jury.store.samples import list_samples, pair_judgments
 from tests.conftest import SIMULATOR_SEED, WorkerStarter, settings_for
 from tests.test_faults import assert_exactly_once
 from tests.test_pipeline import check_record_against_samples, run_batch
@@ -221,7 +221,7 @@ def test_combined_task_delivered_twice_counts_once(
     )
     batch_id, publisher = _direct_batch(sqlite_workers, config, item)
     sessions = session_factory(sqlite_workers.database_url)
-    task = SampleRef(batch_id, "a", ALL_DIMENSIONS, model, 0)
+    task = SampleRef(batch_id, "a", "relevance", model, 0)  # named by its first dimension
     publisher.publish([task, task])
     calls_per_task = 2 if pairwise else 1
     wait_for(lambda: answered(simulator, model) == 2 * calls_per_task, 30, "both deliveries")

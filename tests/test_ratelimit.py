@@ -3,6 +3,7 @@ then the Redis one shared by separate processes."""
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 import os
@@ -11,24 +12,28 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 import redis
 
 from bench.common import simulator_stats
-from producer.loading import load_batch
-from producer.publishing import create_producer_app
-from producer.services import start_simulator, wait_for
-from producer.submission import submit_batch
-from schemas.batch import Judge
-from schemas.settings import Settings
-from store.engine import session_factory
-from store.repository import batch_status
+from jury.producer.loading import load_batch
+from jury.producer.publishing import create_producer_app
+from jury.producer.services import start_simulator, wait_for
+from jury.producer.submission import submit_batch
+from jury.schemas.batch import Judge
+from jury.schemas.settings import Settings
+from jury.store.engine import session_factory
+from jury.store.repository import batch_status
+from jury.worker.gating import Deferred, GatedCall, rate_key
+from jury.worker.judging import ReplyLike
+from jury.worker.llm_client import header_duration
+from jury.worker.ratelimit import BUSY, COOLING, MIN_PACE, Limits, MemoryRateLimiter, RateLimiter
+from jury.worker.ratelimit_redis import RedisRateLimiter, model_keys
 from tests.conftest import ROOT
 from tests.test_pipeline import write_batch
-from worker.gating import Deferred, GatedCall
-from worker.ratelimit import Limits, MemoryRateLimiter, RateLimiter, RedisRateLimiter
 
 HORIZON = 2.5
 
@@ -96,22 +101,79 @@ def test_a_429_cools_the_model_down_for_everyone(limiter: RateLimiter) -> None:
     assert limiter.reserve("m", Limits(), 1, "b").wait_s == pytest.approx(4.0, abs=0.1)
 
 
+async def never_called(judge: Judge, messages: list[dict[str, str]]) -> ReplyLike:
+    raise AssertionError("the call was made without a slot")
+
+
 def test_gated_call_defers_only_its_first_attempt(limiter: RateLimiter) -> None:
     judge = Judge(model="openai/x", rpm=60)
     slept: list[float] = []
     for i in range(3):  # fill the horizon
         limiter.reserve(
-            __import__("worker.gating").gating.rate_key(judge), Limits(rpm=60), 1, f"f{i}"
+            rate_key(judge),
+            Limits(rpm=60),
+            1,
+            f"f{i}",
         )
-    gated = GatedCall(lambda j, m: None, limiter, HORIZON, sleep=slept.append)  # type: ignore[arg-type, return-value]
+
+    async def sleep(seconds: float) -> None:
+        slept.append(seconds)
+
+    gated = GatedCall(never_called, limiter, HORIZON, sleep=sleep)
     with pytest.raises(Deferred) as deferred:
-        gated(judge, [{"role": "user", "content": "x"}])
+        asyncio.run(gated(judge, [{"role": "user", "content": "x"}]))
     assert deferred.value.countdown_s > HORIZON / 2 and slept == []
+
+
+def test_a_429_slows_the_pace_and_granted_calls_restore_it(limiter: RateLimiter) -> None:
+    """AIMD: the 429 cuts the model's pace (calls spaced wider than its rpm); each granted call
+    gives a little back, so the pace recovers slowly, never past the quota."""
+    limits = Limits(rpm=600)  # 100 ms apart at full pace
+
+    def spacing() -> float:
+        first = limiter.reserve("m", limits, 1, secrets.token_hex(4)).wait_s
+        return limiter.reserve("m", limits, 1, secrets.token_hex(4)).wait_s - first
+
+    assert spacing() == pytest.approx(0.1, abs=0.01)
+    limiter.slow_down("m", 0.8)
+    slowed = spacing()
+    assert slowed == pytest.approx(0.125, abs=0.01)
+    limiter.slow_down("m", 0.1)  # never below MIN_PACE: the floor holds
+    assert spacing() == pytest.approx(0.1 / MIN_PACE, abs=0.01)
+    for _ in range(6):  # more granted calls, still within the horizon
+        assert limiter.reserve("m", limits, 1, secrets.token_hex(4)).granted
+    if isinstance(limiter, MemoryRateLimiter):  # Redis' clock moves on: too coarse for this
+        recovering = spacing()
+        assert 0.1 < recovering < slowed
+
+
+def test_a_freed_slot_goes_to_the_first_in_line(redis_url: str) -> None:
+    """A model at its in-flight cap: the call that finishes moves the first waiting task back
+    to its queue; the safety net releases waiters when a slot-holder died."""
+    client = redis.Redis.from_url(redis_url)
+    prefix = f"jury:rl-test:{secrets.token_hex(4)}:"
+    limiter = RedisRateLimiter(client, HORIZON, prefix=prefix, lines_key=f"{prefix}lines")
+    queue = f"{prefix}queue"
+    limits = Limits(max_in_flight=1)
+    try:
+        assert limiter.reserve("m", limits, 1, "holder").granted
+        busy = limiter.reserve("m", limits, 1, "waiter")
+        assert busy.outcome == BUSY and busy.line == model_keys(prefix, "m")[7]
+        client.rpush(busy.line, f"{queue}\nfirst", f"{queue}\nsecond")
+        limiter.finish("m", limits, "holder", 0)
+        assert client.lrange(queue, 0, -1) == [b"first"]
+        assert limiter.release_waiters() == 1  # the cap's one slot is free: one more goes
+        assert client.lrange(queue, 0, -1) == [b"first", b"second"]
+    finally:
+        for key in client.scan_iter(f"{prefix}*"):
+            client.delete(key)
+        client.close()
 
 
 SHARE_SCRIPT = """
 import json, sys, time, redis
-from worker.ratelimit import Limits, RedisRateLimiter
+from jury.worker.ratelimit import Limits
+from jury.worker.ratelimit_redis import RedisRateLimiter
 client = redis.Redis.from_url(sys.argv[1])
 limiter = RedisRateLimiter(client, horizon_s=30, prefix=sys.argv[2])
 starts = []
@@ -138,8 +200,11 @@ def test_two_processes_share_one_budget(redis_url: str) -> None:
     starts = sorted(s for p in procs for s in json.loads(p.communicate(timeout=60)[0]))
     assert len(starts) == 50
     gaps = [b - a for a, b in itertools.pairwise(starts)]
-    # 600 rpm is one call per 100 ms: together they never get more than that.
-    assert min(gaps) >= 0.1 - 0.01
+    # 600 rpm is one call per 100 ms: together they never get more than that. Each start is
+    # read off the client's clock after its round trip, so a process descheduled there (a
+    # loaded machine) shifts one start by some tens of milliseconds: the window check below
+    # is the exact one.
+    assert min(gaps) >= 0.1 - 0.035
     assert max(sum(1 for s in starts if t <= s < t + 0.99) for t in starts) <= 10
 
 
@@ -148,7 +213,8 @@ def test_cool_down_reaches_another_process(redis_url: str) -> None:
     RedisRateLimiter(redis.Redis.from_url(redis_url), 1.0, prefix=prefix).cool_down("m", 3.0)
     script = (
         "import sys, redis\n"
-        "from worker.ratelimit import Limits, RedisRateLimiter\n"
+        "from jury.worker.ratelimit import Limits\n"
+        "from jury.worker.ratelimit_redis import RedisRateLimiter\n"
         "limiter = RedisRateLimiter(redis.Redis.from_url(sys.argv[1]), 1.0, prefix=sys.argv[2])\n"
         "permit = limiter.reserve('m', Limits(), 1, 'x')\n"
         "print(permit.granted, permit.wait_s)\n"
@@ -185,3 +251,47 @@ def test_a_batch_stays_within_the_provider_quota(tmp_path: Path, sqlite_workers:
         assert batch_status(sessions, batch_id).n_failed_samples == 0
     finally:
         provider.stop()
+
+
+@dataclass(frozen=True)
+class SpentReply:
+    """An answer whose headers say the provider's request window is spent."""
+
+    text: str = '{"score": 4}'
+    prompt_tokens: int = 10
+    completion_tokens: int = 2
+    cost_usd: float = 0.0
+    latency_ms: float = 1.0
+    limit_requests: int = 1200
+    remaining_requests: int = 0
+    reset_requests_s: float = 0.4
+
+
+def test_a_spent_window_pauses_the_model_until_its_reset(limiter: RateLimiter) -> None:
+    """Learning from headers: no request left until the reset means the next call would be
+    answered 429, so every worker waits for the reset instead."""
+    judge = Judge(model="openai/x", rpm=1200)
+
+    async def answer(judge: Judge, messages: list[dict[str, str]]) -> SpentReply:
+        return SpentReply()
+
+    async def no_sleep(seconds: float) -> None:
+        return None
+
+    gated = GatedCall(answer, limiter, HORIZON, sleep=no_sleep)
+    asyncio.run(gated(judge, [{"role": "user", "content": "x"}]))
+    permit = limiter.reserve(rate_key(judge), Limits(rpm=1200), 1, "next")
+    assert permit.outcome == COOLING and 0 < permit.wait_s <= 0.4
+
+
+def test_openai_durations_are_read() -> None:
+    headers = {
+        "llm_provider-x-ratelimit-reset-requests": "6m0s",
+        "x-ratelimit-reset-tokens": "12ms",
+    }
+    assert header_duration(headers, "x-ratelimit-reset-requests") == 360.0
+    assert header_duration(headers, "x-ratelimit-reset-tokens") == 0.012
+    assert (
+        header_duration({"x-ratelimit-reset-requests": "1.5s"}, "x-ratelimit-reset-requests") == 1.5
+    )
+    assert header_duration({}, "x-ratelimit-reset-requests") is None

@@ -1,6 +1,7 @@
 """A real batch followed with `submit --wait --json` and `status`, then `jury report` opened in a
-headless chromium: the page shows its sections, fetches nothing, logs no error, and an item
-trying to inject markup is shown as text."""
+headless chromium: the page opens with an alarm naming the failing judge, shows its sections
+and the record view (filters by flag, judge and dimension; the judges' reasoning as text),
+fetches nothing, logs no error, and an item trying to inject markup is shown as text."""
 
 from __future__ import annotations
 
@@ -14,9 +15,9 @@ import yaml
 from click.testing import CliRunner
 from selenium.webdriver.common.by import By
 
-from producer.cli import jury as cli
-from producer.services import ManagedProcess
-from schemas.settings import Settings
+from jury.producer.cli import jury as cli
+from jury.producer.services import ManagedProcess
+from jury.schemas.settings import Settings
 from tests.browser import chromium_driver, console_errors, full_page_screenshot
 from tests.conftest import worker_env
 from tests.test_cli import jury
@@ -73,7 +74,9 @@ def test_progress_then_report_in_a_browser(
     done = [p["done"] for p in progress]
     assert done == sorted(done), "judgments done never go back"
     last = progress[-1]
-    assert last["finished"] and last["status"] == "completed" and last["eta_s"] is None
+    # The broken judge failed every judgment: degraded, which exits 0 (without
+    # --fail-on-degraded).
+    assert last["finished"] and last["status"] == "degraded" and last["eta_s"] is None
     # The broken judge fails its 12 judgments; on a loaded machine another may time out.
     assert last["done"] == total and last["failed"] >= 12
     assert last["succeeded"] == total - last["failed"]
@@ -84,10 +87,11 @@ def test_progress_then_report_in_a_browser(
     assert status.exit_code == 0, status.output
     assert f"{total}/{total} judgments (100%)" in status.output
     ok, failed = last["succeeded"], last["failed"]
-    assert f"{ok} ok, {failed} failed" in status.output and "completed" in status.output
+    assert f"{ok} ok, {failed} failed" in status.output and "degraded" in status.output
+    assert "judge openai/balanced@broken failed" in " ".join(status.output.split())
     watched = runner.invoke(cli, ["status", batch_id, "--watch", "--json"], env=env)
     assert watched.exit_code == 0
-    assert json.loads(watched.output.splitlines()[-1])["finished"] is True
+    assert json.loads(watched.stdout.splitlines()[-1])["finished"] is True
 
     report = tmp_path / "report.html"
     made = runner.invoke(cli, ["report", batch_id, "--output", str(report)], env=env)
@@ -99,8 +103,16 @@ def test_progress_then_report_in_a_browser(
     assert "Content-Security-Policy" in page and "default-src 'none'" in page
 
     browser.get(report.as_uri())
-    for anchor in ("summary", "distribution", "judges", "agreement", "flagged"):
+    for anchor in ("alarm", "summary", "distribution", "judges", "agreement", "flagged"):
         assert browser.find_element(By.ID, anchor).is_displayed()
+    alarm = browser.find_element(By.ID, "alarm").text
+    assert alarm.startswith("This batch is degraded") and "openai/balanced@broken" in alarm
+    assert "server_error" in alarm and "What to check" in alarm
+    samples = runner.invoke(cli, ["results", batch_id, "--samples", "--format", "json"], env=env)
+    first_cell = [s for s in json.loads(samples.stdout)["samples"] if s["item_id"] == "answer-0"][
+        :SAMPLES_PER_CELL
+    ]
+    check_record_view(browser, [s["reasoning"] or "" for s in first_cell])
     # relevance 1–5 in half points, tone 1–10 in whole points
     assert len(browser.find_elements(By.CSS_SELECTOR, "#distribution svg rect")) == 8 + 9
     assert browser.find_elements(By.CSS_SELECTOR, "#judges svg rect")
@@ -128,3 +140,40 @@ def test_report_errors_are_clear(tmp_path: Path, sqlite_workers: Settings) -> No
     unknown = runner.invoke(cli, ["report", "no-such-batch"], env=env)
     assert unknown.exit_code == 2 and "no batch 'no-such-batch'" in unknown.output
     assert not list(tmp_path.glob("report-*.html"))
+
+
+def _shown(browser: Any, selector: str) -> list[Any]:
+    return [e for e in browser.find_elements(By.CSS_SELECTOR, selector) if e.is_displayed()]
+
+
+def check_record_view(browser: Any, reasoning: list[str]) -> None:
+    """Every record with its samples; the filters show what they promise."""
+    from selenium.webdriver.support.ui import Select
+
+    records = browser.find_elements(By.CSS_SELECTOR, "#records details.record")
+    assert len(records) == N_ITEMS * 2
+    first = records[0]
+    first.find_element(By.TAG_NAME, "summary").click()
+    rows = first.find_elements(By.CSS_SELECTOR, "tr.sample-row")
+    assert len(rows) == SAMPLES_PER_CELL
+    shown = [r.find_element(By.CSS_SELECTOR, "td.reasoning").text for r in rows]
+    assert shown == reasoning and any(shown), "each sample's stored reasoning, as text"
+    assert "server_error" in rows[-1].find_element(By.CSS_SELECTOR, "td.error").text
+
+    judge = Select(browser.find_element(By.ID, "record-judge"))
+    judge.select_by_value("openai/contrarian")
+    assert [r.text.split()[0] for r in _shown(browser, "#records tr.sample-row")] == [
+        "openai/contrarian"
+    ] * 2
+    judge.select_by_value("")
+    dimension = Select(browser.find_element(By.ID, "record-dimension"))
+    dimension.select_by_value("tone")
+    tone = _shown(browser, "#records details.record")
+    assert len(tone) == N_ITEMS and all("· tone ·" in r.text for r in tone)
+    assert browser.find_element(By.ID, "record-count").text == str(N_ITEMS)
+    dimension.select_by_value("")
+    flag = Select(browser.find_element(By.ID, "record-flag"))
+    flag.select_by_value("0")
+    assert _shown(browser, "#records details.record") == []  # every record lacks a judge
+    flag.select_by_value("1")
+    assert len(_shown(browser, "#records details.record")) == N_ITEMS * 2

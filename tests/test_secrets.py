@@ -10,12 +10,12 @@ import pytest
 import redis
 from click.testing import CliRunner
 
-from producer.cli import jury as cli
-from producer.services import ManagedProcess
+from jury.producer.cli import jury as cli
+from jury.producer.services import ManagedProcess
+from jury.worker.llm_client import classify_error
 from tests.conftest import WorkerStarter, settings_for, worker_env
 from tests.test_cli import jury
 from tests.test_pipeline import write_batch
-from worker.llm_client import classify_error
 
 pytestmark = pytest.mark.integration
 

@@ -7,7 +7,6 @@ import math
 import os
 import re
 import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -19,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from jury.producer.services import python_module
 from tests.simulator_helpers import MESSAGES, REPO_ROOT, SEED, SYSTEM, USER, truth_score
 
 # --- the real server over HTTP ----------------------------------------------------------
@@ -38,9 +38,7 @@ def start_simulator(tmp: Path, name: str, *args: str) -> Simulator:
         "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")]),
     }
     command = [
-        sys.executable,
-        "-m",
-        "simulator",
+        *python_module("jury.simulator"),
         "--port",
         "0",
         "--ready-file",

@@ -9,19 +9,22 @@ from pathlib import Path
 
 import pytest
 
-from producer.loading import load_batch
-from producer.publishing import Publisher, all_samples, create_producer_app
-from producer.services import redis_answers, start_embedded_redis
-from producer.submission import submit_batch
-from schemas.batch import BatchConfig, Item
-from schemas.results import SampleResult
-from schemas.status import BatchState
-from schemas.tasks import CellRef, SampleRef
-from store.cells import iter_verdicts, list_samples, save_cell
-from store.engine import session_factory
-from store.repository import add_items, batch_status, create_batch, start_batch
+from jury.producer.loading import load_batch
+from jury.producer.publishing import Publisher, all_samples, create_producer_app
+from jury.producer.services import redis_answers, start_embedded_redis
+from jury.producer.submission import submit_batch
+from jury.schemas.batch import BatchConfig, Item
+from jury.schemas.results import CellSample, SampleResult
+from jury.schemas.status import BatchState
+from jury.schemas.tasks import AGGREGATE_TASK, JUDGE_TASK, CellRef, SampleRef
+from jury.store.cells import iter_verdicts, save_cell
+from jury.store.engine import session_factory
+from jury.store.redis_client import BrokerRedis
+from jury.store.repository import add_items, batch_status, create_batch, start_batch
+from jury.store.samples import list_samples, record_samples
+from jury.store.wire import TaskMessageWriter, push_wave
+from jury.worker.aggregation import build_verdict
 from tests.conftest import queued_messages, settings_for
-from worker.aggregation import build_verdict
 
 CONFIG = BatchConfig.model_validate(
     {
@@ -53,6 +56,8 @@ def test_save_cell_is_idempotent_and_completes_the_batch(database_url: str) -> N
     for position, cell in enumerate(cells):
         dimension = CONFIG.dimension(cell.dimension)
         samples = _samples(cell.item_id)
+        stored = [CellSample(dimension=cell.dimension, result=s) for s in samples]
+        record_samples(sessions, batch_id, cell.item_id, stored)
         verdict = build_verdict(cell.item_id, dimension, CONFIG.panel, samples, CONFIG.aggregation)
         positions = (position // 2, position % 2)
         assert save_cell(sessions, cell, samples, verdict, positions) is True
@@ -60,7 +65,8 @@ def test_save_cell_is_idempotent_and_completes_the_batch(database_url: str) -> N
         assert save_cell(sessions, cell, samples, verdict, positions) is False
 
     status = batch_status(sessions, batch_id)
-    assert status.status == BatchState.COMPLETED and status.finished_at is not None
+    # Judge b failed every sample: the batch ran to its end, degraded.
+    assert status.status == BatchState.DEGRADED and status.finished_at is not None
     assert (status.n_verdicts, status.n_samples, status.n_failed_samples) == (4, 12, 4)
     assert status.cost_usd == pytest.approx(0.08)
     assert status.n_flagged == 4  # judge b produced no score anywhere
@@ -147,3 +153,38 @@ def test_embedded_redis_starts_and_stops(tmp_path: Path) -> None:
     finally:
         server.stop()
     assert not server.alive() and not redis_answers(server.url)
+
+
+@pytest.mark.parametrize("task", [JUDGE_TASK, AGGREGATE_TASK])
+def test_hand_written_messages_match_celerys_own(tmp_path: Path, redis_url: str, task: str) -> None:
+    """The producer writes Celery's task protocol 2 by hand: every field a worker, Flower or
+    kombu reads must be what `app.send_task` itself writes, after any upgrade of either."""
+    settings = settings_for(redis_url, f"sqlite:///{tmp_path / 'jury.db'}")
+    app = create_producer_app(settings)
+    queue = settings.queue
+    args = ("b1", "i1", "relevance", "openai/a", 0) if task == JUDGE_TASK else ("b1", "i1", "rel")
+    broker = BrokerRedis.from_settings(settings)
+    try:
+        push_wave(broker, {queue: [TaskMessageWriter(app, task).message(args, queue)]})
+        app.send_task(task, args=list(args), queue=queue, ignore_result=True)
+    finally:
+        broker.close()
+    messages = [json.loads(m) for m in queued_messages(settings, drain=True)]
+    # Celery names its tasks with UUIDs (36 characters), the producer with 16.
+    ours, celerys = sorted(messages, key=lambda m: len(m["headers"]["id"]))
+    assert set(ours) == set(celerys)
+    for field in ("content-encoding", "content-type"):
+        assert ours[field] == celerys[field]
+    assert json.loads(ours["body"]) == json.loads(celerys["body"])
+    # Per task: its id (ours is shorter), and where it came from.
+    per_task = {"id", "root_id", "origin"}
+    assert set(ours["headers"]) == set(celerys["headers"])
+    for key in set(ours["headers"]) - per_task:
+        assert ours["headers"][key] == celerys["headers"][key], key
+    assert ours["headers"]["id"] == ours["headers"]["root_id"]
+    # No reply_to (nobody waits for a result); the rest as kombu writes it.
+    unique = {"correlation_id", "delivery_tag", "reply_to"}
+    assert set(ours["properties"]) == set(celerys["properties"]) - {"reply_to"}
+    for key in set(ours["properties"]) - unique:
+        assert ours["properties"][key] == celerys["properties"][key], key
+    assert ours["properties"]["correlation_id"] == ours["headers"]["id"]

@@ -13,12 +13,12 @@ import pytest
 import redis
 
 from bench.common import simulator_stats
-from producer.services import ManagedProcess, wait_for
-from schemas.settings import Settings
-from schemas.status import BatchState
-from schemas.tasks import submit_cursor_key
-from store.engine import session_factory
-from store.repository import batch_status
+from jury.producer.services import ManagedProcess, wait_for
+from jury.schemas.settings import Settings
+from jury.schemas.status import BatchState
+from jury.schemas.tasks import submit_cursor_key
+from jury.store.engine import session_factory
+from jury.store.repository import batch_status
 from tests.conftest import WorkerStarter, queued_messages, settings_for, worker_env
 from tests.test_cli import JURY, jury
 from tests.test_faults import assert_exactly_once

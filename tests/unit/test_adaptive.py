@@ -7,10 +7,10 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from schemas.adaptive import escalation, first_round, first_round_panel, is_uncertain
-from schemas.batch import Aggregation, BatchConfig
+from jury.schemas.adaptive import escalation, first_round, first_round_panel, is_uncertain
+from jury.schemas.batch import Aggregation, BatchConfig
+from jury.worker.aggregation import build_verdict
 from tests.sample_helpers import RELEVANCE, failed, judge, scored
-from worker.aggregation import build_verdict
 
 
 def config(**extra: Any) -> BatchConfig:
@@ -70,7 +70,6 @@ def test_uncertainty_rule_hand_computed() -> None:
     ("extra", "message"),
     [
         ({"adaptive": None}, "only an `adaptive:` batch uses"),
-        ({"mode": "combined"}, "per_dimension only"),
         ({"adaptive": {"initial_samples": 0}}, "initial_samples"),
         ({"adaptive": {"max_std": -1}}, "max_std"),
         ({"adaptive": {"bound": 1}}, "bound"),

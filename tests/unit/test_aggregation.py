@@ -8,12 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from producer.loading import load_batch
-from schemas.batch import Aggregation
-from schemas.errors import BatchFileError
-from schemas.results import Level
-from tests.sample_helpers import RELEVANCE, failed, judge, ok, scored
-from worker.aggregation import (
+from jury.producer.loading import load_batch
+from jury.schemas.batch import Aggregation
+from jury.schemas.errors import BatchFileError
+from jury.schemas.results import Level
+from jury.worker.aggregation import (
     aggregate_across_models,
     aggregate_within_model,
     build_verdict,
@@ -23,6 +22,7 @@ from worker.aggregation import (
     sample_std,
     unique_samples,
 )
+from tests.sample_helpers import RELEVANCE, failed, judge, ok, scored
 
 # --- sample_std -----------------------------------------------------------------------------
 

@@ -15,15 +15,15 @@ import numpy as np
 import pytest
 from rich.console import Console
 
-from producer.reporting import Summary, print_summary, write_json
-from schemas.agreement import (
+from jury.producer.reporting import Summary, print_summary, write_json
+from jury.schemas.agreement import (
     AgreementAccumulator,
     batch_agreement,
     krippendorff_alpha,
     spearman,
 )
-from schemas.results import ConsensusMetrics, JudgeEvaluation, Level, Verdict
-from schemas.status import BatchState, BatchStatus
+from jury.schemas.results import ConsensusMetrics, JudgeEvaluation, Level, Verdict
+from jury.schemas.status import BatchState, BatchStatus
 
 # Krippendorff (2011), "Computing Krippendorff's Alpha-Reliability", section C: four observers,
 # twelve units, missing values. Published: interval 0.849, ordinal 0.815.

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from schemas.batch import (
+from jury.schemas.batch import (
     DEFAULT_TEMPERATURE,
     PROVIDER_DEFAULT_MODELS,
     Aggregation,
@@ -17,7 +17,7 @@ from schemas.batch import (
     Judge,
     Scale,
 )
-from schemas.criteria import BUILTIN_CRITERIA, builtin_criterion
+from jury.schemas.criteria import BUILTIN_CRITERIA, builtin_criterion
 
 REQUIRED_BUILTINS = [
     "relevance",

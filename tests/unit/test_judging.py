@@ -1,18 +1,23 @@
-"""worker.judging: one judge call with jury's retry policy, driven by a fake `call`."""
+"""worker.judging: one judge call with jury's retry policy, driven by a fake `call`.
+
+The one-dimension, one-output spec; tests/unit/test_judging_specs.py covers pairs and combined
+calls through the same `judge_call`."""
 
 from __future__ import annotations
 
+import asyncio
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import pytest
 
-from schemas.batch import Dimension, Item, Judge
-from schemas.errors import PermanentJudgeError, TransientJudgeError
-from schemas.results import SampleResult
-from worker.judging import RetryPolicy, judge_one_sample
-from worker.prompts import build_messages
+from jury.schemas.batch import Dimension, Item, Judge
+from jury.schemas.calls import Order
+from jury.schemas.errors import PermanentJudgeError, TransientJudgeError
+from jury.schemas.results import CellSample, SampleResult
+from jury.worker.judging import RetryPolicy, judge_call, task_messages
+from jury.worker.prompts import build_messages
 
 JUDGE = Judge(model="openai/gpt-4o-mini", name="mini", n=3)
 DIMENSION = Dimension.model_validate("relevance")
@@ -35,7 +40,7 @@ class FakeCall:
         self.script = list(script)
         self.calls: list[tuple[Judge, list[dict[str, str]]]] = []
 
-    def __call__(self, judge: Judge, messages: list[dict[str, str]]) -> Reply:
+    async def __call__(self, judge: Judge, messages: list[dict[str, str]]) -> Reply:
         self.calls.append((judge, messages))
         step = self.script[min(len(self.calls), len(self.script)) - 1]
         if isinstance(step, Exception):
@@ -44,8 +49,23 @@ class FakeCall:
 
 
 class Sleeps(list[float]):
-    def __call__(self, seconds: float) -> None:
+    async def __call__(self, seconds: float) -> None:
         self.append(seconds)
+
+
+def judge_samples(
+    judge: Judge,
+    dimensions: Sequence[Dimension],
+    item: Item,
+    sample: int,
+    call: FakeCall,
+    retry: RetryPolicy,
+    sleeps: Sleeps,
+    orders: Sequence[Order | None] = (None,),
+) -> list[CellSample]:
+    """`judge_call` for one task of this spec, run to its end."""
+    messages = task_messages(item, dimensions, orders)
+    return asyncio.run(judge_call(judge, dimensions, orders, messages, sample, call, retry, sleeps))
 
 
 def policy(max_attempts: int = 4, seed: int = 1) -> RetryPolicy:
@@ -57,7 +77,8 @@ def policy(max_attempts: int = 4, seed: int = 1) -> RetryPolicy:
 def run(
     call: FakeCall, sleeps: Sleeps, retry: RetryPolicy | None = None, sample: int = 1
 ) -> SampleResult:
-    return judge_one_sample(JUDGE, DIMENSION, ITEM, sample, call, retry or policy(), sleeps)
+    (judged,) = judge_samples(JUDGE, [DIMENSION], ITEM, sample, call, retry or policy(), sleeps)
+    return judged.result
 
 
 def test_success_on_the_first_try() -> None:

@@ -4,14 +4,16 @@ message that says which file and which line or field is wrong."""
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 
 import pytest
 
-from producer.loading import expand_env, load_batch
-from schemas.batch import PROVIDER_DEFAULT_MODELS
-from schemas.errors import BatchFileError
+from jury.producer.loading import load_batch
+from jury.schemas.batch import PROVIDER_DEFAULT_MODELS
+from jury.schemas.errors import BatchFileError
+from jury.schemas.placeholders import expand_fields
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 BAD = DATA / "bad"
@@ -105,7 +107,7 @@ def test_items_path_is_relative_to_the_batch_file(tmp_path: Path) -> None:
     assert [i.id for i in load_batch(str(batch)).items()] == ["only"]
 
 
-# --- ${VAR} expansion -----------------------------------------------------------------------
+# --- ${VAR} placeholders: stored as written, checked expanded ------------------------------
 
 
 def write_env_batch(tmp_path: Path, api_base: str) -> Path:
@@ -120,30 +122,40 @@ def write_env_batch(tmp_path: Path, api_base: str) -> Path:
     return path
 
 
+def expanded_api_base(path: Path) -> str | None:
+    """The api_base as a worker on this machine would call it; the stored one is as written."""
+    judge = load_batch(path).config.panel[0]
+    return expand_fields(judge, os.environ)[0].api_base
+
+
 def test_env_default_is_used_when_unset(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("JURY_TEST_SIM_URL", raising=False)
-    path = write_env_batch(tmp_path, "${JURY_TEST_SIM_URL:-http://127.0.0.1:8011/v1}")
-    assert load_batch(path).config.panel[0].api_base == "http://127.0.0.1:8011/v1"
+    written = "${JURY_TEST_SIM_URL:-http://127.0.0.1:8011/v1}"
+    path = write_env_batch(tmp_path, written)
+    assert load_batch(path).config.panel[0].api_base == written
+    assert expanded_api_base(path) == "http://127.0.0.1:8011/v1"
 
 
 def test_env_value_wins_over_default(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("JURY_TEST_SIM_URL", "http://10.0.0.5:9000/v1")
     path = write_env_batch(tmp_path, "${JURY_TEST_SIM_URL:-http://127.0.0.1:8011/v1}")
-    assert load_batch(path).config.panel[0].api_base == "http://10.0.0.5:9000/v1"
+    assert expanded_api_base(path) == "http://10.0.0.5:9000/v1"
 
 
 def test_env_without_default(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("JURY_TEST_HOST", "judge.example")
     path = write_env_batch(tmp_path, "https://${JURY_TEST_HOST}/v1")
-    assert load_batch(path).config.panel[0].api_base == "https://judge.example/v1"
+    assert load_batch(path).config.panel[0].api_base == "https://${JURY_TEST_HOST}/v1"
+    assert expanded_api_base(path) == "https://judge.example/v1"
 
 
-def test_expand_env_directly(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("JURY_TEST_A", "one")
-    monkeypatch.delenv("JURY_TEST_B", raising=False)
-    assert expand_env("${JURY_TEST_A}-${JURY_TEST_B:-two}-plain") == "one-two-plain"
-    with pytest.raises(ValueError, match="JURY_TEST_B"):
-        expand_env("${JURY_TEST_B}")
+def test_expanded_value_must_be_a_url_and_is_not_echoed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("JURY_TEST_HOST", "not-a-url-secret")
+    message = refused(write_env_batch(tmp_path, "${JURY_TEST_HOST}"))
+    assert "judges[0]" in message and "http(s) URL" in message
+    assert "not-a-url-secret" not in message
 
 
 def test_unset_env_without_default_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:

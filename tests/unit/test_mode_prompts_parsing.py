@@ -1,4 +1,4 @@
-"""worker.mode_prompts and worker.mode_parsing: combined and pairwise prompts, and reading
+"""worker.prompts and worker.parsing: combined and pairwise prompts, and reading
 their answers."""
 
 from __future__ import annotations
@@ -7,11 +7,10 @@ import re
 
 import pytest
 
-from schemas.batch import Dimension, Item, Scale
-from schemas.errors import ScoreParseError
-from worker.mode_parsing import ParsedPair, parse_combined, parse_pair
-from worker.mode_prompts import combined_messages, pairwise_messages
-from worker.parsing import ParsedScore
+from jury.schemas.batch import Dimension, Item, Scale
+from jury.schemas.errors import ScoreParseError
+from jury.worker.parsing import ParsedPair, ParsedScore, parse_combined, parse_pair
+from jury.worker.prompts import combined_messages, pairwise_messages
 
 RELEVANCE = Dimension.model_validate("relevance")
 TONE = Dimension(name="tone", description="Is it\nkind?", scale=Scale(min=1, max=10))

@@ -11,12 +11,12 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from producer.loading import load_batch
-from producer.planning import plan_batch
-from schemas.batch import BatchConfig, Item
-from schemas.errors import BatchFileError
-from schemas.modes import task_refs
-from schemas.tasks import ALL_DIMENSIONS, SampleRef
+from jury.producer.loading import load_batch
+from jury.producer.planning import plan_batch
+from jury.schemas.batch import BatchConfig, Item
+from jury.schemas.calls import CallSpec, call_spec, task_refs
+from jury.schemas.errors import BatchFileError
+from jury.schemas.tasks import SampleRef
 
 JUDGES = [{"model": "openai/gpt-4o-mini", "n": 3}, {"model": "openai/balanced", "n": 2}]
 PAIR = {"id": "p1", "input": "Q?", "output_a": "first answer", "output_b": "second answer"}
@@ -128,13 +128,27 @@ def test_combined_mode_publishes_one_task_per_item_judge_and_sample() -> None:
         for judge, sample in (("j1", 0), ("j1", 1), ("j2", 0))
     ]
     tasks = list(task_refs(config, refs))
+    # A combined task is named by the first dimension its call scores; no magic dimension.
     assert tasks == [
-        SampleRef("b", item, ALL_DIMENSIONS, judge, sample)
+        SampleRef("b", item, "relevance", judge, sample)
         for item in ("i1", "i2")
         for judge, sample in (("j1", 0), ("j1", 1), ("j2", 0))
     ]
+    assert call_spec(config, "relevance") == CallSpec(("relevance", "accuracy"))
     per_dimension = config.model_copy(update={"mode": "per_dimension"})
     assert list(task_refs(per_dimension, refs)) == refs
+
+
+def test_call_specs_are_values_of_the_batch() -> None:
+    base = {"judges": JUDGES, "dimensions": ["relevance", "accuracy"]}
+    plain = BatchConfig.model_validate(base)
+    assert call_spec(plain, "accuracy") == CallSpec(("accuracy",))
+    pairwise = BatchConfig.model_validate({**base, "pairwise": {}})
+    assert call_spec(pairwise, "accuracy") == CallSpec(("accuracy",), ("AB", "BA"))
+    once = BatchConfig.model_validate({**base, "pairwise": {"orders": "single"}})
+    assert call_spec(once, "accuracy").orders == ("AB",) and call_spec(once, "x").calls == 1
+    both = BatchConfig.model_validate({**base, "pairwise": {}, "mode": "combined"})
+    assert call_spec(both, "relevance") == CallSpec(("relevance", "accuracy"), ("AB", "BA"))
 
 
 def test_plan_counts_calls_per_mode() -> None:

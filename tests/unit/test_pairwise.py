@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-from schemas.pairwise import (
+from jury.schemas.pairwise import (
     PairJudgment,
     PairwiseAccumulator,
     pairwise_outcome,
     winner_of,
 )
-from schemas.results import ConsensusMetrics, Level, Verdict
+from jury.schemas.results import ConsensusMetrics, Level, Verdict
 
 
 @pytest.mark.parametrize(

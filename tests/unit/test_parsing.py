@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from schemas.batch import Scale
-from schemas.errors import ScoreParseError, TransientJudgeError
-from schemas.results import MAX_REASONING_CHARS
-from worker.parsing import parse_score
+from jury.schemas.batch import Scale
+from jury.schemas.errors import ScoreParseError, TransientJudgeError
+from jury.schemas.results import MAX_REASONING_CHARS
+from jury.worker.parsing import parse_score
 
 FIVE = Scale(min=1, max=5)
 TEN = Scale(min=0, max=10)
@@ -83,8 +83,11 @@ def test_score_tag_any_case(text: str) -> None:
     assert parse_score(text, FIVE).score == 4.0
 
 
-def test_last_score_tag_wins() -> None:
-    assert parse_score("<score>1</score> no wait <score>3</score>", FIVE).score == 3.0
+def test_score_tags_that_disagree_are_unparseable_not_guessed() -> None:
+    with pytest.raises(ScoreParseError) as info:
+        parse_score("<score>1</score> no wait <score>3</score>", FIVE)
+    assert info.value.kind == "unparseable"
+    assert "disagree (1, 3)" in str(info.value) and "no wait" in str(info.value)
 
 
 @pytest.mark.parametrize(

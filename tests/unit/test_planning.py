@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from producer.model_catalog import model_prices, model_problem, price_map
-from producer.planning import CHARS_PER_TOKEN, EXPECTED_COMPLETION_TOKENS, plan_batch
-from schemas.batch import BatchConfig
+from jury.producer.model_catalog import model_prices, model_problem, price_map
+from jury.producer.planning import CHARS_PER_TOKEN, EXPECTED_COMPLETION_TOKENS, plan_batch
+from jury.schemas.batch import BatchConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -107,10 +107,10 @@ def test_price_map_is_the_litellm_backup_file() -> None:
 def test_planning_does_not_import_litellm() -> None:
     script = (
         "import sys\n"
-        "from producer.model_catalog import model_problem, model_prices\n"
-        "from producer.planning import plan_batch\n"
+        "from jury.producer.model_catalog import model_problem, model_prices\n"
+        "from jury.producer.planning import plan_batch\n"
         "assert model_problem('nosuchprovider/x') is not None\n"
-        "from schemas.batch import BatchConfig\n"
+        "from jury.schemas.batch import BatchConfig\n"
         "config = BatchConfig.model_validate("
         "{'judges': ['openai/gpt-4o-mini'], 'dimensions': ['relevance']})\n"
         "plan = plan_batch(config, 10, 1000)\n"

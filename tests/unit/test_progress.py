@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from producer.progress import (
+from jury.producer.progress import (
     RateMeter,
     describe,
     eta_s,
@@ -14,7 +14,7 @@ from producer.progress import (
     format_rate,
     measure,
 )
-from schemas.status import BatchState, BatchStatus
+from jury.schemas.status import BatchState, BatchStatus, StoredSamples
 
 START = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 
@@ -117,8 +117,18 @@ def test_json_form_has_stable_keys_and_rounded_figures() -> None:
         "finished",
         "error",
         "fraction",
+        "warning",
     }
     assert data["status"] == "running" and data["per_second"] == pytest.approx(4.286)
+
+
+def test_progress_counts_samples_as_they_are_stored() -> None:
+    # 30 samples in finished cells, but 75 stored (failed ones included) in all.
+    stored = StoredSamples(stored=75, failed=5, cost_usd=0.05)
+    progress = measure(status(), START + timedelta(seconds=15), stored=stored)
+    assert (progress.done, progress.succeeded, progress.failed) == (75, 70, 5)
+    assert progress.cost_usd == 0.05 and progress.per_second == pytest.approx(5.0)
+    assert progress.eta_s == pytest.approx(9.0)  # 45 left at 5 a second
 
 
 def test_one_line_description() -> None:

@@ -7,9 +7,9 @@ from types import SimpleNamespace
 
 import pytest
 
-import worker.prompts as prompts
-from schemas.batch import Dimension, Item, Scale
-from worker.prompts import build_messages, data_nonce
+import jury.worker.prompts as prompts
+from jury.schemas.batch import Dimension, Item, Scale
+from jury.worker.prompts import build_messages, data_nonce
 
 RELEVANCE = Dimension.model_validate("relevance")
 FENCE = re.compile(r"<data-([0-9a-z]+)>")

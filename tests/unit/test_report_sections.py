@@ -6,9 +6,9 @@ import statistics
 
 import pytest
 
-from producer.flower_ui import check_basic_auth, check_flower_options, format_task, label_args
-from producer.report_flagged import FlaggedSection, review_priority
-from producer.report_sections import (
+from jury.producer.flower_ui import check_basic_auth, check_flower_options, format_task, label_args
+from jury.producer.report_flagged import FlaggedSection, review_priority
+from jury.producer.report_sections import (
     AgreementSection,
     DimensionScores,
     DistributionSection,
@@ -17,11 +17,11 @@ from producer.report_sections import (
     agreement_html,
     bin_width,
 )
-from producer.svg_charts import Bar, histogram
-from schemas.agreement import batch_agreement
-from schemas.batch import Dimension
-from schemas.errors import ConfigurationError
-from schemas.results import ConsensusMetrics, JudgeEvaluation, Level, Verdict
+from jury.producer.svg_charts import Bar, histogram
+from jury.schemas.agreement import batch_agreement
+from jury.schemas.batch import Dimension
+from jury.schemas.errors import ConfigurationError
+from jury.schemas.results import ConsensusMetrics, JudgeEvaluation, Level, Verdict
 
 JUDGES = ["a", "b", "c"]
 

@@ -7,11 +7,11 @@ from typing import Any
 
 import pytest
 
-from schemas.batch import Dimension, Item, Judge
-from schemas.results import SampleResult
-from store.cache import CachedAnswer
-from worker.cache import answer_to_keep, cache_key, cached_sample
-from worker.prompts import build_messages
+from jury.schemas.batch import Dimension, Item, Judge
+from jury.schemas.pairwise import PairJudgment
+from jury.schemas.results import CellSample, SampleResult
+from jury.worker.cache import answer_to_keep, cache_key, cached_samples
+from jury.worker.prompts import build_messages
 
 JUDGE = Judge(model="openai/gpt-4o-mini", temperature=0.8, api_base="http://gpu:8000/v1")
 ITEM = Item(id="q1", input="How do I reset my password?", output="Use 'Forgot password'.")
@@ -21,7 +21,7 @@ RELEVANCE = Dimension.model_validate("relevance")
 def key_of(
     judge: Judge = JUDGE, item: Item = ITEM, dimension: Dimension = RELEVANCE, sample: int = 0
 ) -> str:
-    return cache_key(judge, item, build_messages(item, dimension), sample)
+    return cache_key(judge, item, [build_messages(item, dimension)], sample)
 
 
 def test_the_same_call_has_the_same_key() -> None:
@@ -85,33 +85,48 @@ def test_any_text_has_a_key() -> None:
     assert key_of(item=odd) != key_of(item=odd.model_copy(update={"output": "cafe"}))
 
 
-def test_only_successful_judge_calls_are_kept() -> None:
-    judged = SampleResult(
+def test_every_call_of_the_task_is_in_the_key() -> None:
+    one = [build_messages(ITEM, RELEVANCE)]
+    assert cache_key(JUDGE, ITEM, one, 0) != cache_key(JUDGE, ITEM, one * 2, 0)
+
+
+def scored(dimension: str, score: float, **extra: Any) -> CellSample:
+    result = SampleResult(
         judge="j",
         sample=1,
-        score=4,
+        score=score,
         reasoning="Relevant.",
         attempts=2,
         prompt_tokens=120,
         completion_tokens=15,
         cost_usd=0.002,
     )
-    assert answer_to_keep(judged) == CachedAnswer(4, "Relevant.", 120, 15, 0.002)
+    return CellSample(dimension=dimension, result=result, **extra)
+
+
+def test_only_successful_judge_calls_are_kept() -> None:
+    judged = [scored("relevance", 4), scored("accuracy", 3)]
+    assert answer_to_keep(judged) == tuple(judged)
     failed = SampleResult(judge="j", sample=1, error="503", error_kind="server_error")
-    assert answer_to_keep(failed) is None
-    assert answer_to_keep(judged.model_copy(update={"cached": True})) is None
+    # One dimension failed: the call is asked again next time, so nothing is kept.
+    assert answer_to_keep([judged[0], CellSample(dimension="accuracy", result=failed)]) is None
+    cached = judged[0].model_copy(
+        update={"result": judged[0].result.model_copy(update={"cached": True})}
+    )
+    assert answer_to_keep([cached]) is None
 
 
 def test_a_hit_is_the_stored_answer_marked_cached_and_free() -> None:
-    answer = CachedAnswer(3.0, "Partly relevant.", 120, 15, 0.002)
-    sample = cached_sample(answer, JUDGE, 2)
-    assert sample.model_dump() == {
+    pair = PairJudgment(4, 2, 3, 3)
+    (sample,) = cached_samples([scored("relevance", 2.0, pair=pair)], JUDGE, 2)
+    assert sample.pair == pair and sample.dimension == "relevance"
+    assert sample.result.model_dump() == {
         "judge": JUDGE.name,
         "sample": 2,
-        "score": 3.0,
+        "score": 2.0,
         "error": None,
         "error_kind": None,
-        "reasoning": "Partly relevant.",
+        "reasoning": "Relevant.",
         "attempts": 0,
         "latency_ms": 0.0,
         "prompt_tokens": 120,

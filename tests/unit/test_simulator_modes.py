@@ -8,13 +8,12 @@ import random
 
 import pytest
 
-from schemas.batch import Dimension, Item, Scale
-from simulator.modes import answer_mode_prompt, read_mode_prompt
-from simulator.personas import PERSONAS
-from simulator.prompt_reading import PromptError, messages_text
+from jury.schemas.batch import Dimension, Item, Scale
+from jury.simulator.modes import answer_mode_prompt, read_mode_prompt
+from jury.simulator.personas import PERSONAS
+from jury.simulator.prompt_reading import PromptError, messages_text
+from jury.worker.prompts import build_messages, combined_messages, pairwise_messages
 from tests.simulator_helpers import truth_score
-from worker.mode_prompts import combined_messages, pairwise_messages
-from worker.prompts import build_messages
 
 SEED = 5
 RELEVANCE = Dimension.model_validate("relevance")

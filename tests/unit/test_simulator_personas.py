@@ -9,11 +9,11 @@ import re
 
 import pytest
 
-from simulator.answers import render_answer
-from simulator.config import SimulatorConfig, parse_config
-from simulator.faults import plan_faults, sample_latency_s
-from simulator.limits import SlidingWindowLimiter
-from simulator.personas import (
+from jury.simulator.answers import render_answer
+from jury.simulator.config import SimulatorConfig, parse_config
+from jury.simulator.faults import plan_faults, sample_latency_s
+from jury.simulator.limits import SlidingWindowLimiter
+from jury.simulator.personas import (
     PERSONAS,
     effective_temperature,
     injected_score,
@@ -22,7 +22,7 @@ from simulator.personas import (
     latent_quality,
     persona_name,
 )
-from simulator.prompt_reading import PromptError, messages_text, read_prompt
+from jury.simulator.prompt_reading import PromptError, messages_text, read_prompt
 from tests.simulator_helpers import MESSAGES, SEED, score_of, truth_score
 
 # --- pure parts -------------------------------------------------------------------------

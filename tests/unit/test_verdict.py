@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from schemas.batch import Aggregation, Dimension
-from schemas.results import Level, SampleResult
-from tests.sample_helpers import RELEVANCE, failed, judge, ok, scored
-from worker.aggregation import (
+from jury.schemas.batch import Aggregation, Dimension
+from jury.schemas.results import Level, SampleResult
+from jury.worker.aggregation import (
     build_verdict,
     sample_std,
 )
+from tests.sample_helpers import RELEVANCE, failed, judge, ok, scored
 
 # --- build_verdict --------------------------------------------------------------------------
 

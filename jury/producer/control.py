@@ -1,0 +1,87 @@
+"""`jury cancel` and `jury resume`: stopping a batch, and judging again what it lacks."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from celery import Celery
+
+from jury.producer.publishing import Publisher, cell_samples
+from jury.schemas.calls import task_refs
+from jury.schemas.settings import Settings
+from jury.schemas.status import BatchState
+from jury.schemas.tasks import CellRef, SampleRef, budget_cap_key
+from jury.store.cells import reopen_cells
+from jury.store.missing import missing_samples
+from jury.store.redis_client import BrokerRedis
+from jury.store.repository import (
+    batch_status,
+    load_config,
+    reopen_batch,
+    set_batch_state,
+    set_max_cost,
+)
+from jury.store.sql import Sessions
+
+
+def cancel_batch(sessions: Sessions, batch_id: str) -> BatchState:
+    """Mark the batch cancelled: workers skip its queued tasks; what is stored stays."""
+    status = batch_status(sessions, batch_id)
+    if status.status.finished:
+        return status.status
+    set_batch_state(sessions, batch_id, BatchState.CANCELLED, error="cancelled by the user")
+    return BatchState.CANCELLED
+
+
+@dataclass(frozen=True)
+class ResumePlan:
+    cells: dict[tuple[str, str], list[tuple[str, int]]]  # (item, dimension) -> samples to judge
+    failed: dict[tuple[str, str], list[tuple[str, int]]]  # of those, the stored failures
+
+    @property
+    def n_samples(self) -> int:
+        return sum(len(samples) for samples in self.cells.values())
+
+
+def plan_resume(sessions: Sessions, batch_id: str, missing_only: bool) -> ResumePlan:
+    """Samples with no stored result, and (unless `missing_only`) those stored as failures."""
+    config = load_config(sessions, batch_id)
+    return ResumePlan(*missing_samples(sessions, batch_id, config, missing_only))
+
+
+def resume_batch(sessions: Sessions, app: Celery, batch_id: str, missing_only: bool) -> ResumePlan:
+    """Queue again what the batch lacks: judge tasks with no stored sample, and (unless
+    `missing_only`) those stored as failures. Waits for room like a submission does."""
+    plan = plan_resume(sessions, batch_id, missing_only)
+    if not plan.cells:
+        return plan
+    reopen_cells(sessions, batch_id, plan.failed)
+    reopen_batch(sessions, batch_id)
+    config = load_config(sessions, batch_id)
+    publisher = Publisher(app, config)
+    try:
+        wave: list[SampleRef] = []
+        for (item_id, dimension), samples in plan.cells.items():
+            wave.extend(cell_samples(CellRef(batch_id, item_id, dimension), samples))
+            if len(wave) >= publisher.wave_size:
+                publisher.wait_for_room(len(wave))
+                publisher.publish(task_refs(config, wave))
+                wave = []
+        if wave:
+            publisher.wait_for_room(len(wave))
+            publisher.publish(task_refs(config, wave))
+    finally:
+        publisher.close()
+    return plan
+
+
+def raise_budget(
+    sessions: Sessions, settings: Settings, batch_id: str, max_cost_usd: float
+) -> None:
+    """A new cap for the batch, in the stored config and in the meter every worker reads."""
+    set_max_cost(sessions, batch_id, max_cost_usd)
+    broker = BrokerRedis.from_settings(settings)
+    try:
+        broker.client.set(broker.key(budget_cap_key(batch_id)), max_cost_usd)
+    finally:
+        broker.close()

@@ -1,0 +1,118 @@
+"""The plan of a batch: calls per judge, estimated tokens and cost."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from jury.producer.model_catalog import model_prices
+from jury.schemas.adaptive import first_round_panel
+from jury.schemas.batch import BatchConfig, Judge
+from jury.schemas.calls import calls_per_task
+
+# Characters per token, and the fixed part of every prompt (system message, instructions).
+CHARS_PER_TOKEN = 4
+PROMPT_OVERHEAD_CHARS = 1100
+# A JSON score with one or two sentences of reasoning.
+EXPECTED_COMPLETION_TOKENS = 60
+
+
+@dataclass(frozen=True)
+class JudgePlan:
+    judge: str
+    model: str
+    calls: int
+    prompt_tokens: int
+    completion_tokens: int
+    cost_usd: float | None  # None: the model's price is unknown
+
+    @property
+    def priced(self) -> bool:
+        return self.cost_usd is not None
+
+
+@dataclass(frozen=True)
+class BatchPlan:
+    n_items: int
+    n_dimensions: int
+    n_cells: int
+    judges: list[JudgePlan]
+    # Adaptive batches: the calls of every cell's first round (the judges' plans are caps).
+    first_round_calls: int | None = None
+
+    @property
+    def calls(self) -> int:
+        return sum(j.calls for j in self.judges)
+
+    @property
+    def cost_usd(self) -> float | None:
+        costs = [j.cost_usd for j in self.judges]
+        return None if any(c is None for c in costs) else sum(c or 0.0 for c in costs)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "n_items": self.n_items,
+            "n_dimensions": self.n_dimensions,
+            "n_cells": self.n_cells,
+            "calls": self.calls,
+            "estimated_cost_usd": self.cost_usd,
+            "first_round_calls": self.first_round_calls,
+            "unpriced_judges": [j.judge for j in self.judges if not j.priced],
+            "judges": [{**j.__dict__, "priced": j.priced} for j in self.judges],
+        }
+
+
+def judge_prices(judge: Judge) -> tuple[float, float] | None:
+    """(input, output) USD per token: the judge's own, else LiteLLM's; None if unknown."""
+    if judge.input_cost_per_token is not None or judge.output_cost_per_token is not None:
+        return judge.input_cost_per_token or 0.0, judge.output_cost_per_token or 0.0
+    return model_prices(judge.model)
+
+
+def budget_problems(config: BatchConfig) -> list[str]:
+    """With max_cost_usd, every enabled judge needs a known price, or the budget would count
+    its calls as free and protect nothing."""
+    if config.max_cost_usd is None:
+        return []
+    return [
+        f"judges[{index}]: max_cost_usd is set, but the price of {judge.model!r} is unknown "
+        "(it is not in LiteLLM's price map), so the budget would count its calls as free. "
+        "Declare it with input_cost_per_token and output_cost_per_token (USD per token; 0 for "
+        "a free local model), or remove max_cost_usd"
+        for index, judge in enumerate(config.judges)
+        if judge.enabled and judge_prices(judge) is None
+    ]
+
+
+def plan_batch(config: BatchConfig, n_items: int, item_text_chars: int) -> BatchPlan:
+    dims = config.dimensions
+    n_cells = n_items * len(dims)
+    rubric_chars = sum(len(d.description or "") for d in dims)
+    # A pairwise sample asks twice (both orders), each time with both outputs.
+    orders = calls_per_task(config)
+    if config.mode == "combined":
+        # One prompt per item holds the item once and every rubric; the answer, every score.
+        tasks = n_items
+        prompt_chars_all_cells = item_text_chars + n_items * (PROMPT_OVERHEAD_CHARS + rubric_chars)
+        answer_tokens = len(dims) * EXPECTED_COMPLETION_TOKENS
+    else:
+        # Every cell's prompt holds the item once and one dimension's rubric.
+        tasks = n_cells
+        prompt_chars_all_cells = (
+            len(dims) * (item_text_chars + n_items * PROMPT_OVERHEAD_CHARS) + n_items * rubric_chars
+        )
+        answer_tokens = EXPECTED_COMPLETION_TOKENS
+    judges = []
+    for judge in config.panel:
+        calls = tasks * judge.n * orders
+        prompt_tokens = orders * judge.n * prompt_chars_all_cells // CHARS_PER_TOKEN
+        completion_tokens = calls * answer_tokens
+        prices = judge_prices(judge)
+        cost = None if prices is None else prompt_tokens * prices[0] + completion_tokens * prices[1]
+        judges.append(
+            JudgePlan(judge.name, judge.model, calls, prompt_tokens, completion_tokens, cost)
+        )
+    first = None
+    if config.adaptive is not None:
+        first = tasks * orders * sum(j.n for j in first_round_panel(config))
+    return BatchPlan(n_items, len(dims), n_cells, judges, first)

@@ -1,0 +1,99 @@
+"""Publishing judge tasks: one per (item, dimension, judge, sample), in waves, with
+back-pressure.
+
+The tasks of one cell are the header of its chord, and its body, the `jury.aggregate_cell`
+callback, is sent by the judge task that stores the cell's last sample (jury.worker.pipeline):
+the barrier counts stored samples, not finished messages, so a message is one small task,
+Redis keeps no chord counters or task results, and a wave of thousands of tasks is one
+MULTI/EXEC.
+The producer sends tasks by name; it never imports the worker (nor litellm).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+
+from celery import Celery
+
+from jury.schemas.batch import BatchConfig
+from jury.schemas.settings import Settings, deployment_queues, judge_lanes
+from jury.schemas.tasks import CellRef, SampleRef
+from jury.store.redis_client import BrokerRedis
+from jury.store.wire import TaskMessageWriter, push_wave, short_task_id
+
+__all__ = ["short_task_id"]  # re-exported: tests and benchmarks name tasks with it
+
+# How often a producer waiting for room in the queues looks again.
+ROOM_POLL_S = 0.2
+
+
+def create_producer_app(settings: Settings) -> Celery:
+    app = Celery("jury-producer", set_as_current=False)
+    app.conf.update(settings.celery_config())
+    return app
+
+
+def check_broker(settings: Settings) -> None:
+    """Fail fast, with a clear message, when Redis does not answer (or is not Redis)."""
+    BrokerRedis.from_settings(settings, socket_timeout=3).close()
+
+
+def judge_queues(app: Celery, config: BatchConfig) -> dict[str, str]:
+    """Each judge's lane (schemas.settings.judge_lanes)."""
+    queue, lanes = app.conf.task_default_queue, int(app.conf.jury_lanes)
+    return judge_lanes(queue, lanes, [judge.name for judge in config.panel])
+
+
+def all_samples(config: BatchConfig) -> list[tuple[str, int]]:
+    return [(j.name, index) for j in config.panel for index in range(j.n)]
+
+
+def cell_samples(cell: CellRef, samples: Iterable[tuple[str, int]]) -> Iterable[SampleRef]:
+    return (SampleRef(*cell, judge, index) for judge, index in samples)
+
+
+class Publisher:
+    """Writes one batch's judge tasks onto the lanes, never more than `max_queued` waiting."""
+
+    def __init__(self, app: Celery, config: BatchConfig) -> None:
+        self.broker = BrokerRedis.from_app(app, socket_timeout=30)
+        self.client = self.broker.client
+        self.writer = TaskMessageWriter(app)
+        self.queues = judge_queues(app, config)
+        self.all_queues = deployment_queues(app.conf.task_default_queue, int(app.conf.jury_lanes))
+        self.max_queued = int(app.conf.jury_max_queued)
+        self.wave_size = int(app.conf.jury_publish_wave)
+
+    def publish(self, refs: Iterable[SampleRef], cursor: tuple[str, int, int] | None = None) -> int:
+        """One wave, in one transaction (with the cursor, if given); returns its size."""
+        wave: dict[str, list[str]] = {}
+        for ref in refs:
+            queue = self.queues[ref.judge]
+            wave.setdefault(queue, []).append(self.writer.message(ref, queue))
+        push_wave(self.broker, wave, cursor)
+        return sum(len(messages) for messages in wave.values())
+
+    def queued(self) -> int:
+        """Judge tasks waiting in this deployment's queues (all batches)."""
+        with self.client.pipeline(transaction=False) as pipe:
+            for queue in self.all_queues:
+                pipe.llen(self.broker.key(queue))
+            return sum(pipe.execute())
+
+    def wait_for_room(self, n: int, keep_going: Callable[[], bool] = lambda: True) -> bool:
+        """Block until `n` more tasks fit under `max_queued`; False if `keep_going` says stop.
+
+        A wave larger than the bound is let through once the queues are empty, so that the
+        bound slows a submission down but never stalls it.
+        """
+        while True:
+            queued = self.queued()
+            if queued + n <= self.max_queued or queued == 0:
+                return True
+            if not keep_going():
+                return False
+            time.sleep(ROOM_POLL_S)
+
+    def close(self) -> None:
+        self.broker.close()

@@ -1,0 +1,53 @@
+"""`jury submit --dry-run`: the plan as a table, with unpriced judges marked."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from jury.producer.planning import BatchPlan
+from jury.producer.terminal import safe_text
+
+
+def print_plan(console: Console, name: str, plan: BatchPlan) -> None:
+    table = Table(title=safe_text(f"{name}: plan (dry run, nothing enqueued)"), header_style="bold")
+    for column in ("judge", "model", "calls", "prompt tokens", "completion tokens", "cost USD"):
+        table.add_column(column, justify="left" if column in ("judge", "model") else "right")
+    for j in plan.judges:
+        cost = Text("unpriced", style="yellow") if j.cost_usd is None else f"{j.cost_usd:.4f}"
+        table.add_row(
+            safe_text(j.judge),
+            safe_text(j.model),
+            f"{j.calls:,}",
+            f"~{j.prompt_tokens:,}",
+            f"~{j.completion_tokens:,}",
+            cost,
+        )
+    console.print(table)
+    total = (
+        "unknown (a judge is unpriced, below)"
+        if plan.cost_usd is None
+        else f"~${plan.cost_usd:.4f}"
+    )
+    console.print(
+        f"{plan.n_items:,} items × {plan.n_dimensions} dimensions = {plan.n_cells:,} verdicts; "
+        f"{plan.calls:,} judge calls; estimated cost {total}",
+        highlight=False,
+    )
+    for j in plan.judges:
+        if not j.priced:
+            console.print(
+                Text(
+                    f"unpriced: {j.judge} ({j.model}) is not in LiteLLM's price map; its calls "
+                    "are left out of the estimate and a max_cost_usd budget would refuse the "
+                    "batch. Declare input_cost_per_token and output_cost_per_token for it.",
+                    style="yellow",
+                )
+            )
+    if plan.first_round_calls is not None:
+        console.print(
+            f"adaptive: {plan.first_round_calls:,} calls in the first round; the calls and cost "
+            "above are the cap, spent only on cells the first round leaves uncertain",
+            highlight=False,
+        )

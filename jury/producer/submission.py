@@ -1,0 +1,208 @@
+"""Submitting a validated batch: record it, then stream its items in waves onto the queues.
+
+Each wave (whole items, about `publish_wave` tasks) is recorded in the store, then queued in
+one Redis transaction together with the submission cursor (the number of items queued so
+far). The producer waits before a wave while the queues hold more than `max_queued_tasks`, so
+Redis memory is bounded whatever the batch size. A producer that dies mid-submission leaves the
+batch `submitting`; `jury resume <id>` goes on from the cursor: nothing is queued twice.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import socket
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from itertools import islice
+
+from celery import Celery
+from redis.lock import Lock
+
+from jury.producer.loading import BatchSource, load_batch
+from jury.producer.publishing import Publisher, cell_samples
+from jury.schemas.adaptive import first_round
+from jury.schemas.batch import BatchConfig, Item
+from jury.schemas.calls import task_refs
+from jury.schemas.errors import JuryError
+from jury.schemas.identifiers import batch_id_problem
+from jury.schemas.status import BatchState
+from jury.schemas.tasks import CellRef, SampleRef, submit_cursor_key, submit_lock_key
+from jury.store.redis_client import BrokerRedis
+from jury.store.repository import (
+    add_items,
+    batch_source,
+    batch_state,
+    batch_status,
+    create_batch,
+    load_config,
+    record_published,
+    set_batch_state,
+    start_batch,
+)
+from jury.store.sql import Sessions
+
+# The cursor outlives a dead producer by this long (seconds): time enough to resume it.
+CURSOR_TTL_S = 30 * 86_400
+# A live producer renews its claim on the batch well within this many seconds.
+LOCK_TTL_S = 30
+
+
+def new_batch_id() -> str:
+    return f"{datetime.now(UTC):%Y%m%d-%H%M%S}-{secrets.token_hex(3)}"
+
+
+def submit_batch(
+    source: BatchSource,
+    sessions: Sessions,
+    app: Celery,
+    batch_id: str | None = None,
+) -> str:
+    """Record the batch and queue every judge task; returns the batch id."""
+    batch_id = batch_id or new_batch_id()
+    if problem := batch_id_problem(batch_id):  # before anything is recorded
+        raise JuryError(problem)
+    create_batch(sessions, batch_id, source.config, str(source.path), source.stats.count)
+    _publish_from(source, sessions, app, batch_id, start=0)
+    return batch_id
+
+
+def continue_submission(sessions: Sessions, app: Celery, batch_id: str) -> int:
+    """Go on with a batch whose producer stopped mid-submission; returns the items queued now.
+
+    The batch file is read again from where it was submitted, and must still hold the same
+    panel, dimensions and items.
+    """
+    status = batch_status(sessions, batch_id)
+    source = _reload_source(sessions, batch_id)
+    if source.stats.count != status.n_items:
+        raise JuryError(
+            f"{source.path} now holds {source.stats.count} items, but batch {batch_id} was "
+            f"submitted with {status.n_items}; it cannot be continued from a changed file"
+        )
+    broker = BrokerRedis.from_app(app)
+    try:
+        queued = int(broker.client.get(broker.key(submit_cursor_key(batch_id))) or 0)
+    finally:
+        broker.close()
+    # The store's count lags the cursor by at most one wave; the cursor is lost only with
+    # Redis' data, and with it the queued tasks (`jury resume` finds those afterwards).
+    start = max(queued, status.n_items_published)
+    _publish_from(source, sessions, app, batch_id, start)
+    return status.n_items - start
+
+
+def _reload_source(sessions: Sessions, batch_id: str) -> BatchSource:
+    path = batch_source(sessions, batch_id)
+    source = load_batch(path)
+    stored = load_config(sessions, batch_id)
+    if source.config.model_dump(mode="json") != stored.model_dump(mode="json"):
+        raise JuryError(
+            f"{path} has changed since batch {batch_id} was submitted (judges, dimensions or "
+            "settings differ); it cannot be continued from it"
+        )
+    return source
+
+
+def _publish_from(
+    source: BatchSource, sessions: Sessions, app: Celery, batch_id: str, start: int
+) -> None:
+    config = source.config
+    publisher = Publisher(app, config)
+    claim = _claim(publisher.broker, batch_id)
+    position = start
+    try:
+        per_item = len(config.dimensions) * config.samples_per_cell
+        items_per_wave = max(1, publisher.wave_size // per_item)
+
+        def keep_going() -> bool:
+            claim.extend(LOCK_TTL_S, replace_ttl=True)
+            return batch_state(sessions, batch_id) == BatchState.SUBMITTING
+
+        for chunk in _chunks(islice(source.items(), start, None), items_per_wave):
+            if not publisher.wait_for_room(len(chunk) * per_item, keep_going) or not keep_going():
+                state = batch_state(sessions, batch_id)
+                raise JuryError(f"batch {batch_id} was {state.value} during its submission")
+            add_items(sessions, batch_id, enumerate(chunk, start=position))
+            position += len(chunk)
+            cursor = (submit_cursor_key(batch_id), position, CURSOR_TTL_S)
+            publisher.publish(task_refs(config, _judge_tasks(batch_id, config, chunk)), cursor)
+            record_published(sessions, batch_id, position)
+        start_batch(sessions, batch_id, position, len(config.dimensions))
+        publisher.client.delete(publisher.broker.key(submit_cursor_key(batch_id)))
+    except Exception as exc:
+        _record_stop(sessions, batch_id, position, exc)
+        if isinstance(exc, JuryError):
+            raise
+        raise JuryError(
+            f"submission of batch {batch_id} stopped after {position} items: {exc}. "
+            f"`jury resume {batch_id}` goes on from there"
+        ) from exc
+    finally:
+        _release(claim)
+        publisher.close()
+
+
+def _judge_tasks(batch_id: str, config: BatchConfig, items: list[Item]) -> Iterator[SampleRef]:
+    samples = first_round(config)  # all of them, unless the batch is adaptive
+    for item in items:
+        for dimension in config.dimensions:
+            yield from cell_samples(CellRef(batch_id, item.id, dimension.name), samples)
+
+
+def _record_stop(sessions: Sessions, batch_id: str, position: int, exc: Exception) -> None:
+    """Say why the submission stopped, leaving a `submitting` batch resumable."""
+    try:
+        state = batch_state(sessions, batch_id)
+        if state == BatchState.SUBMITTING:
+            set_batch_state(
+                sessions,
+                batch_id,
+                state,
+                error=f"submission stopped after {position} items: {type(exc).__name__}: {exc}",
+            )
+    except Exception:
+        pass  # the store is what failed; the original error says so
+
+
+def _chunks(items: Iterator[Item], size: int) -> Iterator[list[Item]]:
+    while chunk := list(islice(items, size)):
+        yield chunk
+
+
+def _claim(broker: BrokerRedis, batch_id: str) -> Lock:
+    """One producer per batch: a lock naming this process, taken over when its holder on this
+    host is no longer alive."""
+    client, key = broker.client, broker.key(submit_lock_key(batch_id))
+    me = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
+    lock = client.lock(key, timeout=LOCK_TTL_S)
+    if lock.acquire(blocking=False, token=me):
+        return lock
+    raw = client.get(key)
+    holder = raw.decode() if isinstance(raw, bytes) else str(raw or "")
+    host, _, rest = holder.partition(":")
+    pid = rest.partition(":")[0]
+    if host == socket.gethostname() and pid.isdigit() and not _alive(int(pid)):
+        client.delete(key)
+        if lock.acquire(blocking=False, token=me):
+            return lock
+    raise JuryError(
+        f"another producer ({holder or 'unknown'}) is submitting batch {batch_id}; "
+        f"if it is gone, try again within {LOCK_TTL_S} s"
+    )
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _release(lock: Lock) -> None:
+    with contextlib.suppress(Exception):  # expired or Redis gone: it lapses by itself
+        lock.release()

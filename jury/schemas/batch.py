@@ -1,0 +1,495 @@
+"""The batch file: the judge panel, the dimensions, the aggregation rules and the items.
+
+Everything here is validated before anything is enqueued. Unknown fields are errors (a typo in
+`temprature` must not silently fall back to a default). The judge config of the original plan
+(`judges: [{provider, enabled, n}]`, top-level `temperature`, `consensus_threshold`, …) is
+accepted as-is and mapped onto the same models.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
+
+from jury.schemas.adaptive import Adaptive
+from jury.schemas.calibration import Calibration
+from jury.schemas.criteria import builtin_criterion, criterion_name_problem
+from jury.schemas.identifiers import checked_identifier
+from jury.schemas.pairwise import PairwiseSettings, Winner
+from jury.schemas.placeholders import has_placeholder, placeholder_problem
+
+# The plan's `provider` names, mapped to the model each one meant there.
+PROVIDER_DEFAULT_MODELS: dict[str, str] = {
+    "openai": "openai/gpt-4o-mini",
+    "gemini": "gemini/gemini-2.0-flash",
+    "anthropic": "anthropic/claude-3-5-sonnet-20241022",
+}
+DEFAULT_TEMPERATURE = 0.8
+MAX_ITEM_ID_CHARS = 200
+MAX_NAME_CHARS = 100
+# Numbers a batch gives are finite (no .inf or NaN) and at most this large in magnitude, so
+# that sums of squares over a million verdicts stay finite too.
+MAX_MAGNITUDE = 1e6
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_JUDGE_NAME = re.compile(r"[A-Za-z0-9_.:/@+-]+")
+
+
+def non_finite_path(value: Any, path: str = "") -> str | None:
+    """Where in a JSON-like value a NaN or an infinity sits (`.a[2]`), or None. The value's
+    depth is bounded by the document limits before it gets here."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return path
+    if isinstance(value, dict):
+        items: Any = ((f".{k}", v) for k, v in value.items())
+    elif isinstance(value, list | tuple):
+        items = ((f"[{n}]", v) for n, v in enumerate(value))
+    else:
+        return None
+    for key, child in items:
+        found = non_finite_path(child, path + key)
+        if found is not None:
+            return found
+    return None
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+
+class Scale(_Strict):
+    min: float = Field(default=1, ge=-MAX_MAGNITUDE, le=MAX_MAGNITUDE)
+    max: float = Field(default=5, ge=-MAX_MAGNITUDE, le=MAX_MAGNITUDE)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Scale:
+        if self.min >= self.max:
+            raise ValueError(f"scale min ({self.min:g}) must be below max ({self.max:g})")
+        return self
+
+    def contains(self, value: float) -> bool:
+        return self.min <= value <= self.max
+
+
+class Dimension(_Strict):
+    """A criterion to judge: built-in (by name) or custom (with a description)."""
+
+    name: str = Field(min_length=1, max_length=MAX_NAME_CHARS)
+    description: str | None = None
+    scale: Scale | None = None
+    threshold: float | None = Field(default=None, ge=-MAX_MAGNITUDE, le=MAX_MAGNITUDE)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_name(cls, data: Any) -> Any:
+        return {"name": data} if isinstance(data, str) else data
+
+    @model_validator(mode="after")
+    def _resolve(self) -> Dimension:
+        problem = criterion_name_problem(self.name)
+        if problem:
+            raise ValueError(problem)
+        builtin = builtin_criterion(self.name)
+        if builtin is None and not self.description:
+            raise ValueError(
+                f"unknown criterion {self.name!r}: it is not built-in, so it needs a description"
+            )
+        # Fill in the built-in defaults so that every stored dimension is self-contained.
+        if builtin is not None:
+            if self.description is None:
+                object.__setattr__(self, "description", builtin.description)
+            if self.scale is None:
+                object.__setattr__(
+                    self, "scale", Scale(min=builtin.scale_min, max=builtin.scale_max)
+                )
+            if self.threshold is None:
+                # The built-in threshold sits at the same relative height on any scale.
+                assert self.scale is not None
+                relative = (builtin.threshold - builtin.scale_min) / (
+                    builtin.scale_max - builtin.scale_min
+                )
+                threshold = self.scale.min + relative * (self.scale.max - self.scale.min)
+                object.__setattr__(self, "threshold", threshold)
+        if self.scale is None:
+            object.__setattr__(self, "scale", Scale())
+        assert self.scale is not None
+        if self.threshold is None:
+            object.__setattr__(self, "threshold", (self.scale.min + self.scale.max) / 2)
+        assert self.threshold is not None
+        if not self.scale.contains(self.threshold):
+            raise ValueError(
+                f"threshold {self.threshold:g} of {self.name!r} lies outside its scale "
+                f"{self.scale.min:g}..{self.scale.max:g}"
+            )
+        return self
+
+    @property
+    def resolved_scale(self) -> Scale:
+        assert self.scale is not None
+        return self.scale
+
+    @property
+    def resolved_threshold(self) -> float:
+        assert self.threshold is not None
+        return self.threshold
+
+
+class Judge(_Strict):
+    """One model on the panel. `name` identifies it in results (defaults to `model`)."""
+
+    model: str = Field(min_length=1, max_length=MAX_NAME_CHARS)
+    name: str = Field(default="", max_length=MAX_NAME_CHARS)
+    n: int = Field(default=3, ge=1, le=100)
+    temperature: float = Field(default=DEFAULT_TEMPERATURE, ge=0, le=2)
+    weight: float = Field(default=1.0, gt=0, le=MAX_MAGNITUDE)
+    enabled: bool = True
+    # With `adaptive`: called only for the cells its first round leaves uncertain.
+    reserve: bool = False
+    rpm: int | None = Field(default=None, gt=0)
+    tpm: int | None = Field(default=None, gt=0)
+    max_in_flight: int | None = Field(default=None, gt=0)
+    api_base: str | None = None
+    api_key_env: str | None = None
+    timeout_s: float = Field(default=60.0, gt=0, le=600)
+    max_tokens: int = Field(default=400, ge=16, le=32000)
+    # Prices for models LiteLLM's price map lacks (self-hosted, new, or behind a proxy).
+    input_cost_per_token: float | None = Field(default=None, ge=0, le=1)
+    output_cost_per_token: float | None = Field(default=None, ge=0, le=1)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_provider(cls, data: Any) -> Any:
+        if isinstance(data, str):
+            return {"model": data}
+        if isinstance(data, dict) and "provider" in data:
+            data = dict(data)
+            provider = data.pop("provider")
+            if "model" not in data:
+                if provider not in PROVIDER_DEFAULT_MODELS:
+                    known = ", ".join(sorted(PROVIDER_DEFAULT_MODELS))
+                    raise ValueError(
+                        f"unknown provider {provider!r} (known: {known}); name a `model` instead"
+                    )
+                data["model"] = PROVIDER_DEFAULT_MODELS[provider]
+        return data
+
+    @model_validator(mode="after")
+    def _check(self) -> Judge:
+        # `${VAR}` stays as written here (schemas.placeholders): only a well-formed
+        # placeholder is checked; the producer validates an expanded copy as well.
+        for field in ("model", "api_base", "api_key_env"):
+            value = getattr(self, field)
+            problem = value is not None and has_placeholder(value) and placeholder_problem(value)
+            if problem:
+                raise ValueError(f"{field}: {problem}")
+        if not self.name:
+            if has_placeholder(self.model):
+                raise ValueError(
+                    f"judge model {self.model!r} holds a placeholder: give the judge a `name`, "
+                    "which identifies it in results whatever the placeholder expands to"
+                )
+            object.__setattr__(self, "name", self.model)
+        if not _JUDGE_NAME.fullmatch(self.name):
+            raise ValueError(
+                f"judge name {self.name!r} may hold only ASCII letters, digits and _.:/@+-"
+            )
+        if (
+            self.api_key_env is not None
+            and not has_placeholder(self.api_key_env)
+            and not _ENV_NAME.fullmatch(self.api_key_env)
+        ):
+            raise ValueError(
+                f"api_key_env must name an environment variable, not hold a key "
+                f"(got a value of {len(self.api_key_env)} characters)"
+            )
+        base = self.api_base
+        if base is not None and not has_placeholder(base) and not _is_http_url(base):
+            raise ValueError(f"api_base {base!r} must be an http(s) URL")
+        return self
+
+
+def _is_http_url(text: str) -> bool:
+    return text.startswith(("http://", "https://")) and text.isprintable() and " " not in text
+
+
+WithinModelMethod = Literal["mean", "median"]
+# `majority_vote` decides pass/fail by the judges' votes (each judge's own score against the
+# threshold, weighted by its `weight`); its final_score is the weighted mean, for reading.
+# `trimmed_mean` and `geometric_median` resist a judge failing in a biased way (jury.stats.robust).
+AcrossModelsMethod = Literal[
+    "mean",
+    "median",
+    "min",
+    "max",
+    "weighted_mean",
+    "majority_vote",
+    "trimmed_mean",
+    "geometric_median",
+]
+
+
+JudgingMode = Literal["per_dimension", "combined"]
+
+
+class Aggregation(_Strict):
+    """How a cell's samples become a verdict: within each judge, then across the judges."""
+
+    within_model: WithinModelMethod = "mean"
+    across_models: AcrossModelsMethod = "mean"
+    consensus_threshold: float = Field(default=1.5, gt=0, le=MAX_MAGNITUDE)
+    flag_low_consensus: bool = True
+    report_uncertainty: bool = True
+
+
+class Item(_Strict):
+    """One thing to judge: `output`, or in a pairwise batch the two outputs `output_a` and
+    `output_b` to compare. Loading validates with context {"pairwise": bool} (the batch's
+    mode); without context, as when a worker reads a stored item, either shape is accepted."""
+
+    id: str = Field(min_length=1, max_length=MAX_ITEM_ID_CHARS)
+    # Declared before `output`, whose validator reads them.
+    output_a: str | None = Field(default=None, validate_default=True)
+    output_b: str | None = Field(default=None, validate_default=True)
+    output: str | None = Field(default=None, validate_default=True)
+    input: str | None = None
+    reference: str | None = None
+    context: str | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    focus_areas: list[str] = Field(default_factory=list)
+    prompt_hint: str | None = None
+    # What people said (never shown to a judge): a score per dimension, or in a pairwise batch
+    # the side they preferred, per dimension (`labels`) or for every dimension (`label`).
+    labels: dict[str, float | Winner] = Field(default_factory=dict)
+    label: Winner | None = None
+
+    @field_validator("id", mode="before")
+    @classmethod
+    def _id_as_text(cls, value: Any) -> Any:
+        # Numeric ids are common in JSONL exports; they mean the same as their text.
+        return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+    @field_validator("id")
+    @classmethod
+    def _id_is_identifier(cls, value: str) -> str:
+        return checked_identifier(value, "item id")
+
+    @field_validator("metadata")
+    @classmethod
+    def _metadata_is_finite(cls, value: dict[str, Any]) -> dict[str, Any]:
+        where = non_finite_path(value)
+        if where is not None:
+            raise ValueError(f"metadata{where} is not a finite number (NaN or infinity)")
+        return value
+
+    @field_validator("output_a", "output_b")
+    @classmethod
+    def _pair_outputs(cls, value: str | None, info: ValidationInfo) -> str | None:
+        pairwise = (info.context or {}).get("pairwise")
+        if pairwise is True and value is None:
+            raise PydanticCustomError(
+                "missing", "Field required (a pairwise batch compares output_a with output_b)"
+            )
+        if pairwise is False and value is not None:
+            raise PydanticCustomError(
+                "not_pairwise",
+                "only a pairwise batch compares output_a with output_b: add a `pairwise:` "
+                "section to the batch file, or give the item one `output`",
+            )
+        return value
+
+    @field_validator("output")
+    @classmethod
+    def _single_output(cls, value: str | None, info: ValidationInfo) -> str | None:
+        pairwise = (info.context or {}).get("pairwise")
+        if pairwise is True:
+            if value is not None:
+                raise PydanticCustomError(
+                    "pairwise_output",
+                    "a pairwise item has output_a and output_b to compare, not output",
+                )
+            return value
+        is_pair = info.data.get("output_a") is not None and info.data.get("output_b") is not None
+        if value is None and not (pairwise is None and is_pair):
+            raise PydanticCustomError("missing", "Field required")
+        return value
+
+    @field_validator("labels", mode="before")
+    @classmethod
+    def _labels_are_values(cls, value: Any) -> Any:
+        if isinstance(value, dict):
+            for name, label in value.items():
+                if isinstance(label, bool) or (
+                    isinstance(label, float) and not math.isfinite(label)
+                ):
+                    raise PydanticCustomError(
+                        "label", f"the label of {name!r} must be a number (or A, B, tie)"
+                    )
+        return value
+
+    @model_validator(mode="after")
+    def _labels_fit_mode(self, info: ValidationInfo) -> Item:
+        pairwise = (info.context or {}).get("pairwise")
+        sides = {k for k, v in self.labels.items() if isinstance(v, str)}
+        if pairwise is True and len(sides) < len(self.labels):
+            raise ValueError("a pairwise item's labels name the side people preferred: A, B or tie")
+        if pairwise is False and (sides or self.label is not None):
+            raise ValueError(
+                "only a pairwise item has a preferred side (label: A | B | tie); give this "
+                "item a score per dimension, `labels: {dimension: score}`"
+            )
+        return self
+
+    @property
+    def is_pair(self) -> bool:
+        return self.output_a is not None and self.output_b is not None
+
+    def label_for(self, dimension: str) -> float | Winner | None:
+        """People's label of this item on one dimension, if they gave one."""
+        found = self.labels.get(dimension)
+        return self.label if found is None else found
+
+
+class BatchConfig(_Strict):
+    """The batch file minus its items (which are streamed separately)."""
+
+    name: str = Field(default="batch", min_length=1, max_length=200)
+    judges: list[Judge] = Field(min_length=1)
+    dimensions: list[Dimension] = Field(min_length=1)
+    aggregation: Aggregation = Aggregation()
+    max_item_chars: int = Field(default=1_000_000, gt=0, le=1_000_000_000)
+    # Stop taking new judge calls once the recorded cost reaches this many US dollars.
+    max_cost_usd: float | None = Field(default=None, gt=0, le=1e9)
+    # Reuse a judge's stored answer to the very same call (model, endpoint, prompt,
+    # temperature, sample index), and store new ones: a re-run costs nothing (worker.cache).
+    cache: bool = True
+    # per_dimension: one call per (item, dimension, judge, sample); combined: one call per
+    # (item, judge, sample) scores every dimension at once.
+    mode: JudgingMode = "per_dimension"
+    # Present: compare output_a with output_b of each item (schemas.pairwise).
+    pairwise: PairwiseSettings | None = None
+    # Present: a cheaper first round per cell, the rest where it is uncertain (schemas.adaptive).
+    adaptive: Adaptive | None = None
+    # How long a judge task may wait in all for rate-limit and in-flight slots before its
+    # sample is stored as failed (`wait_limit`); unset: it waits as long as it takes.
+    max_wait_s: float | None = Field(default=None, gt=0)
+    # Present: each judge's fitted map to people's labels (schemas.calibration). The batch file
+    # names a file; loading reads it into the stored config, so reading records needs no file.
+    calibration: Calibration | str | None = None
+    # Set when the batch was loaded and some item carries people's labels: only then are the
+    # labels read back beside the records (store.labels), which costs a pass over the items.
+    has_labels: bool = False
+
+    @field_validator("name")
+    @classmethod
+    def _name_is_identifier(cls, value: str) -> str:
+        return checked_identifier(value, "batch name")
+
+    @field_validator("pairwise", mode="before")
+    @classmethod
+    def _pairwise_switch(cls, value: Any) -> Any:
+        # `pairwise: true` turns it on with the defaults; `false` leaves it off.
+        if value is True:
+            return {}
+        return None if value is False else value
+
+    @model_validator(mode="before")
+    @classmethod
+    def _accept_plan_shape(cls, data: Any) -> Any:
+        """Map the original plan's top-level keys onto judges and aggregation."""
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        temperature = data.pop("temperature", None)
+        if temperature is not None and isinstance(data.get("judges"), list):
+            judges = [{"model": j} if isinstance(j, str) else j for j in data["judges"]]
+            data["judges"] = [
+                {**j, "temperature": j.get("temperature", temperature)}
+                if isinstance(j, dict)
+                else j
+                for j in judges
+            ]
+        moved = {
+            k: data.pop(k)
+            for k in ("consensus_threshold", "flag_low_consensus", "report_uncertainty")
+            if k in data
+        }
+        if moved:
+            aggregation = data.get("aggregation") or {}
+            if isinstance(aggregation, dict):
+                data["aggregation"] = {**moved, **aggregation}
+        return data
+
+    @model_validator(mode="after")
+    def _check_panel(self) -> BatchConfig:
+        names = [j.name for j in self.judges]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(
+                f"judge names must be unique, {dupes} appear twice: give each a distinct `name`"
+            )
+        if not any(j.enabled for j in self.judges):
+            raise ValueError("the panel has no enabled judge")
+        if self.pairwise is not None and self.aggregation.across_models == "majority_vote":
+            raise ValueError(
+                "aggregation.across_models: majority_vote votes pass/fail against a threshold, "
+                "which a pairwise batch does not have (its verdict is a winner); use mean, "
+                "median, weighted_mean, min or max"
+            )
+        self._check_adaptive()
+        if self.calibration is not None and self.pairwise is not None:
+            raise ValueError(
+                "calibration: maps scores to people's scores; a pairwise batch's labels are "
+                "preferred sides, which it does not calibrate"
+            )
+        dims = [d.name for d in self.dimensions]
+        dupes = sorted({d for d in dims if dims.count(d) > 1})
+        if dupes:
+            raise ValueError(f"dimension names must be unique, {dupes} appear twice")
+        return self
+
+    def _check_adaptive(self) -> None:
+        reserve = [j.name for j in self.panel if j.reserve]
+        if self.adaptive is None:
+            if reserve:
+                raise ValueError(
+                    f"judges {reserve} are `reserve: true`, which only an `adaptive:` batch uses"
+                )
+            return
+        if len(reserve) == len(self.panel):
+            raise ValueError("adaptive: every judge is a reserve judge; the first round has none")
+
+    @property
+    def panel(self) -> list[Judge]:
+        """The enabled judges, in file order."""
+        return [j for j in self.judges if j.enabled]
+
+    def judge(self, name: str) -> Judge:
+        for j in self.judges:
+            if j.name == name:
+                return j
+        raise KeyError(name)
+
+    def dimension(self, name: str) -> Dimension:
+        for d in self.dimensions:
+            if d.name == name:
+                return d
+        raise KeyError(name)
+
+    @property
+    def samples_per_cell(self) -> int:
+        return sum(j.n for j in self.panel)
+
+    @property
+    def resolved_calibration(self) -> Calibration | None:
+        """The calibration read from the file (None until loading has read it, or without)."""
+        return self.calibration if isinstance(self.calibration, Calibration) else None

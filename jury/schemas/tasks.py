@@ -1,0 +1,55 @@
+"""Task payloads as they travel through Redis: references, never copies of item text.
+
+A judge task carries five short fields as positional arguments, so its message stays well under
+1 KB whatever the size of the item it refers to; the worker reads the item from the store.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+# Task names: the producer sends by name and never imports the worker.
+JUDGE_TASK = "jury.judge_sample"
+# The chord callback of a cell: within-model, then cross-model aggregation and the verdict.
+AGGREGATE_TASK = "jury.aggregate_cell"
+
+
+class CellRef(NamedTuple):
+    """One (item, dimension) of a batch: the unit that gets a verdict."""
+
+    batch_id: str
+    item_id: str
+    dimension: str
+
+
+class SampleRef(NamedTuple):
+    """One (item, dimension, judge, sample) of a batch: the unit that gets a judge call."""
+
+    batch_id: str
+    item_id: str
+    dimension: str
+    judge: str
+    sample: int
+
+    @property
+    def cell(self) -> CellRef:
+        return CellRef(self.batch_id, self.item_id, self.dimension)
+
+
+# Redis keys of a submission: how many items are queued (set in the same transaction as
+# their tasks) and which producer is submitting.
+def submit_cursor_key(batch_id: str) -> str:
+    return f"jury:submit:{batch_id}:cursor"
+
+
+def submit_lock_key(batch_id: str) -> str:
+    return f"jury:submit:{batch_id}:lock"
+
+
+# Redis keys of a batch's budget meter: its cap and what its judge calls have cost so far.
+def budget_cap_key(batch_id: str) -> str:
+    return f"jury:budget:{batch_id}:cap"
+
+
+def budget_spent_key(batch_id: str) -> str:
+    return f"jury:budget:{batch_id}:spent"

@@ -1,0 +1,5 @@
+import sys
+
+from jury.simulator.cli import main
+
+raise SystemExit(main(sys.argv[1:]))

@@ -1,0 +1,22 @@
+"""`python -m simulator [options]`: what `jury simulate` execs."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+
+from jury.simulator.config import parse_config
+from jury.simulator.server import run
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    config = parse_config(argv)
+    try:
+        run(config)
+    except OSError as exc:
+        # Typically the port is taken; say so plainly instead of with a traceback.
+        print(f"simulator: cannot listen on {config.host}:{config.port}: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        pass
+    return 0

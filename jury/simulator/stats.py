@@ -1,0 +1,63 @@
+"""Answer counters per model, served at GET /stats so tests and benchmarks can see faults."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+# Events that are not HTTP statuses but still worth counting; always listed, even at zero.
+GARBAGE = "garbage"
+TIMEOUT = "timeout"
+
+
+class AnswerStats:
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._started = clock()
+        self._per_model: dict[str, Counter[str]] = {}
+        self._total = 0
+        # Requests being answered right now, and the most at once since the last reset.
+        self._in_flight: Counter[str] = Counter()
+        self._max_in_flight: Counter[str] = Counter()
+        self._all_in_flight = 0
+        self._max_all_in_flight = 0
+
+    def enter(self, model: str) -> None:
+        self._in_flight[model] += 1
+        self._max_in_flight[model] = max(self._max_in_flight[model], self._in_flight[model])
+        self._all_in_flight += 1
+        self._max_all_in_flight = max(self._max_all_in_flight, self._all_in_flight)
+
+    def leave(self, model: str) -> None:
+        self._in_flight[model] -= 1
+        self._all_in_flight -= 1
+
+    def _counter(self, model: str) -> Counter[str]:
+        return self._per_model.setdefault(model, Counter({GARBAGE: 0, TIMEOUT: 0}))
+
+    def record_status(self, model: str, status: int) -> None:
+        """Count one answer sent for `model` with this HTTP status."""
+        self._counter(model)[str(status)] += 1
+        self._total += 1
+
+    def record_event(self, model: str, event: str) -> None:
+        """Count a fault (garbage or timeout) on top of the answer's status."""
+        self._counter(model)[event] += 1
+
+    def reset(self) -> None:
+        self._per_model.clear()
+        self._total = 0
+        self._max_in_flight = Counter(self._in_flight)
+        self._max_all_in_flight = self._all_in_flight
+
+    def snapshot(self) -> dict[str, Any]:
+        return {
+            "models": {model: dict(counts) for model, counts in sorted(self._per_model.items())},
+            "total": self._total,
+            "in_flight": self._all_in_flight,
+            "max_in_flight": self._max_all_in_flight,
+            "max_in_flight_per_model": dict(sorted(self._max_in_flight.items())),
+            "uptime_s": round(self._clock() - self._started, 3),
+        }

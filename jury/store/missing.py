@@ -1,0 +1,39 @@
+"""What a batch still lacks: the samples with no stored result (or a stored failure).
+
+Shared by `jury resume` (producer) and the workers' lost-task watch (worker.watchdog).
+"""
+
+from __future__ import annotations
+
+from jury.schemas.adaptive import first_round, samples_of
+from jury.schemas.batch import BatchConfig
+from jury.store.escalations import escalated_cells
+from jury.store.repository import iter_item_ids
+from jury.store.samples import stored_sample_keys
+from jury.store.sql import Sessions
+
+Samples = dict[tuple[str, str], list[tuple[str, int]]]  # (item, dimension) -> (judge, sample)
+
+
+def missing_samples(
+    sessions: Sessions, batch_id: str, config: BatchConfig, missing_only: bool
+) -> tuple[Samples, Samples]:
+    """(to judge, of those the stored failures): samples with no stored result, and unless
+    `missing_only` those stored as failures. An adaptive cell expects its first round, or
+    every sample once it was escalated."""
+    everything, first = samples_of(config.panel), first_round(config)
+    cells: Samples = {}
+    failed: Samples = {}
+    for item_ids in iter_item_ids(sessions, batch_id):
+        stored = stored_sample_keys(sessions, batch_id, item_ids)
+        escalated = escalated_cells(sessions, batch_id, item_ids) if config.adaptive else set()
+        for item_id in item_ids:
+            for dimension in config.dimensions:
+                key = (item_id, dimension.name)
+                have = stored.get(key, {})
+                expected = everything if key in escalated else first
+                redo = [s for s in expected if s not in have or (not missing_only and not have[s])]
+                if redo:
+                    cells[key] = redo
+                    failed[key] = [s for s in redo if s in have]
+    return cells, failed

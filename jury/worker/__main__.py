@@ -1,0 +1,65 @@
+"""`python -m jury.worker [celery worker options]`: what `jury worker` runs."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+
+from jury._version import version_line
+from jury.schemas.errors import JuryError
+from jury.schemas.settings import ENGINE_POOL, Settings
+
+# How long a thread keeps the GIL before another that waits for it may take it. A worker's
+# event loop does nearly all of its work; the consumer, store and completion threads wait on
+# sockets most of the time. Python's 5 ms default made them take the GIL from the loop so
+# often that a judgment cost about 10 % more CPU (bench/throughput, 8,000 judgments: 8.4 ms
+# at 5 ms, 8.0 at 20 ms, 7.7 at 50 ms, on a loaded 2-core machine).
+SWITCH_INTERVAL_S = 0.05
+
+
+def main(argv: list[str]) -> int:
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    sys.setswitchinterval(SWITCH_INTERVAL_S)
+    try:
+        settings = Settings.from_env()
+    except Exception as exc:
+        print(f"jury worker: bad configuration: {exc}", file=sys.stderr)
+        return 2
+    pool = settings.worker_pool
+    if pool == ENGINE_POOL:
+        # Celery's documented hook for a pool of one's own (celery/concurrency/__init__.py),
+        # read when celery.concurrency is first imported: before the app is built.
+        os.environ["CELERY_CUSTOM_WORKER_POOL"] = "jury.worker.pool:EnginePool"
+        pool = "custom"
+    from jury.worker.app import create_worker_app
+
+    app = create_worker_app(settings)
+    print(f"jury worker: {version_line()}", file=sys.stderr, flush=True)
+    # One log line per task, not two: Celery's "received" lines say nothing its "succeeded" or
+    # "raised" lines do not, and at hundreds of tasks a second each line costs.
+    logging.getLogger("celery.worker.strategy").setLevel(logging.WARNING)
+    # Load litellm before taking tasks, so the first judgments do not pay for the import.
+    try:
+        import jury.worker.llm_client  # noqa: F401
+    except JuryError as exc:
+        print(f"jury worker: {exc}", file=sys.stderr)
+        return 2
+    defaults = [
+        "worker",
+        # Distinct names for workers started plainly on one host (Celery's default, celery@host,
+        # would make two of them one worker to Flower and to remote control).
+        f"--hostname=jury-{os.getpid()}@%h",
+        f"--pool={pool}",
+        f"--concurrency={settings.worker_concurrency}",
+        f"--queues={','.join(settings.all_queues)}",
+        "--loglevel=INFO",
+        "--without-gossip",
+        "--without-mingle",
+    ]
+    app.worker_main(defaults + argv)  # options given later override the defaults
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,232 @@
+"""Two-stage aggregation and consensus: pure functions, no Celery, no I/O.
+
+Stage 1 aggregates each judge's N samples of a cell (mean or median); stage 2 aggregates the
+judges that produced at least one score (mean, median, min, max, weighted mean, a majority
+vote on pass/fail, or the robust trimmed mean and weighted geometric median). Spread is the
+sample standard deviation (ddof=1); a single value has spread 0.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from jury.schemas.batch import Aggregation, Dimension, Judge
+from jury.schemas.results import ConsensusMetrics, JudgeEvaluation, Level, SampleResult, Verdict
+from jury.stats.robust import trimmed_mean, weighted_median_point
+
+# Below this cross-model std the judges agree: consensus HIGH (docs/results.md).
+HIGH_CONSENSUS_STD = 0.5
+_DOWNGRADE = {Level.HIGH: Level.MEDIUM, Level.MEDIUM: Level.LOW, Level.LOW: Level.LOW}
+
+
+def sample_std(values: Sequence[float]) -> float | None:
+    if not values:
+        return None
+    return statistics.stdev(values) if len(values) > 1 else 0.0
+
+
+def aggregate_within_model(
+    scores: Sequence[float], n_failed: int, method: str = "mean"
+) -> JudgeEvaluation:
+    if not scores:
+        return JudgeEvaluation(
+            samples=[], aggregated_score=None, within_model_std=None, n_failed=n_failed
+        )
+    center = statistics.median(scores) if method == "median" else statistics.fmean(scores)
+    return JudgeEvaluation(
+        samples=list(scores),
+        aggregated_score=center,
+        within_model_std=sample_std(scores),
+        n_failed=n_failed,
+    )
+
+
+def aggregate_across_models(
+    scores: dict[str, float], weights: dict[str, float], method: str = "mean"
+) -> float | None:
+    """Combine per-judge scores; judges without a score must already be left out."""
+    if not scores:
+        return None
+    values = list(scores.values())
+    if method == "median":
+        return statistics.median(values)
+    if method == "min":
+        return min(values)
+    if method == "max":
+        return max(values)
+    # Robust choices: one judge failing in a biased way cannot carry the score far.
+    if method == "trimmed_mean":
+        return trimmed_mean(values)
+    if method == "geometric_median":
+        return weighted_median_point(values, [weights.get(j, 1.0) for j in scores])
+    # A majority vote decides pass/fail elsewhere (`majority_vote`); its score, for reading, is
+    # the weighted mean, so that a judge's weight counts the same in the score and the vote.
+    if method in ("weighted_mean", "majority_vote"):
+        total = sum(weights.get(j, 1.0) for j in scores)
+        return sum(s * weights.get(j, 1.0) for j, s in scores.items()) / total
+    return statistics.fmean(values)
+
+
+@dataclass(frozen=True)
+class PassFailVote:
+    """The judges' pass/fail votes on one cell, each weighted by the judge's `weight`."""
+
+    pass_weight: float
+    fail_weight: float
+
+    @property
+    def tied(self) -> bool:
+        return self.pass_weight == self.fail_weight
+
+    @property
+    def passed(self) -> bool:
+        # A tie is not a majority: the cell fails (and is flagged) rather than pass by default.
+        return self.pass_weight > self.fail_weight
+
+
+def majority_vote(
+    scores: dict[str, float], weights: dict[str, float], threshold: float
+) -> PassFailVote:
+    """Each scoring judge votes pass when its own score reaches the threshold."""
+    pass_weight = sum(weights.get(j, 1.0) for j, s in scores.items() if s >= threshold)
+    fail_weight = sum(weights.get(j, 1.0) for j, s in scores.items() if s < threshold)
+    return PassFailVote(pass_weight=pass_weight, fail_weight=fail_weight)
+
+
+def consensus_level(cross_model_std: float, threshold: float) -> Level:
+    if cross_model_std < HIGH_CONSENSUS_STD:
+        return Level.HIGH
+    if cross_model_std <= threshold:
+        return Level.PARTIAL
+    return Level.LOW
+
+
+def confidence_level(consensus: Level, n_scored_judges: int, degraded: bool, noisy: bool) -> Level:
+    """How far to trust a final score.
+
+    Starts from consensus (HIGH→HIGH, PARTIAL→MEDIUM, LOW→LOW) and drops one level for each
+    of: a single scoring judge (nothing to cross-check), failed samples or a dropped judge, and
+    judges that disagree with themselves (mean within-model std above the consensus threshold).
+    """
+    level: Level = Level.MEDIUM if consensus == Level.PARTIAL else consensus
+    for weakness in (n_scored_judges < 2, degraded, noisy):
+        if weakness:
+            level = _DOWNGRADE[level]
+    return level
+
+
+def unique_samples(samples: Sequence[SampleResult]) -> dict[tuple[str, int], SampleResult]:
+    """One sample per (judge, sample index): a duplicate delivery must not count twice.
+
+    A successful sample wins over a failed one for the same cell.
+    """
+    chosen: dict[tuple[str, int], SampleResult] = {}
+    for sample in samples:
+        key = (sample.judge, sample.sample)
+        if key not in chosen or (sample.ok and not chosen[key].ok):
+            chosen[key] = sample
+    return chosen
+
+
+def build_verdict(
+    item_id: str,
+    dimension: Dimension,
+    panel: Sequence[Judge],
+    samples: Sequence[SampleResult],
+    aggregation: Aggregation,
+) -> Verdict:
+    """The result record of one (item, dimension) from its raw samples."""
+    cells = unique_samples(samples)
+    evaluations: dict[str, JudgeEvaluation] = {}
+    reasons: list[str] = []
+    for judge in panel:
+        mine = [cells.get((judge.name, i)) for i in range(judge.n)]
+        scores = [s.score for s in mine if s is not None and s.score is not None]
+        missing = sum(s is None for s in mine)
+        failed = [s for s in mine if s is not None and not s.ok]
+        evaluation = aggregate_within_model(
+            scores, n_failed=len(failed) + missing, method=aggregation.within_model
+        )
+        evaluations[judge.name] = evaluation
+        if not scores:
+            why = failed[-1].error if failed else "no sample arrived"
+            reasons.append(f"judge {judge.name} produced no score ({why})")
+        elif failed or missing:
+            kinds = sorted(
+                {s.error_kind or "error" for s in failed} | ({"missing"} if missing else set())
+            )
+            reasons.append(
+                f"judge {judge.name}: {len(failed) + missing} of {judge.n} samples failed "
+                f"({', '.join(kinds)})"
+            )
+
+    scored = {
+        name: e.aggregated_score
+        for name, e in evaluations.items()
+        if e.aggregated_score is not None
+    }
+    weights = {j.name: j.weight for j in panel}
+    final = aggregate_across_models(scored, weights, aggregation.across_models)
+    threshold = dimension.resolved_threshold
+    if final is None:
+        metrics = ConsensusMetrics(
+            final_score=None,
+            cross_model_std=None,
+            consensus_level=None,
+            confidence=Level.LOW,
+            flag_for_review=True,
+        )
+        return Verdict(
+            item_id=item_id,
+            criterion_id=dimension.name,
+            llm_evaluations=evaluations,
+            consensus_metrics=metrics,
+            passed=None,
+            threshold=threshold,
+            error="no judge produced a score: " + "; ".join(reasons),
+            flag_reasons=reasons,
+        )
+
+    cross_std = sample_std(list(scored.values())) or 0.0
+    consensus = consensus_level(cross_std, aggregation.consensus_threshold)
+    if consensus == Level.LOW and aggregation.flag_low_consensus:
+        reasons.insert(
+            0,
+            f"low consensus: cross-model std {cross_std:.2f} > {aggregation.consensus_threshold:g}",
+        )
+    passed = final >= threshold
+    vote_tied = False
+    if aggregation.across_models == "majority_vote":
+        vote = majority_vote(scored, weights, threshold)
+        passed, vote_tied = vote.passed, vote.tied
+        if vote_tied:
+            reasons.append(
+                f"pass/fail vote tied ({vote.pass_weight:g} pass, {vote.fail_weight:g} fail)"
+            )
+    within = [e.within_model_std for e in evaluations.values() if e.within_model_std is not None]
+    noisy = bool(within) and statistics.fmean(within) > aggregation.consensus_threshold
+    degraded = any(e.n_failed for e in evaluations.values())
+    dropped_judge = len(scored) < len(panel)
+    metrics = ConsensusMetrics(
+        final_score=final,
+        cross_model_std=cross_std,
+        consensus_level=consensus,
+        confidence=confidence_level(consensus, len(scored), degraded, noisy),
+        # Degraded records (a failed sample, a dropped judge), a tied vote and low consensus go
+        # to review.
+        flag_for_review=degraded
+        or dropped_judge
+        or vote_tied
+        or (consensus == Level.LOW and aggregation.flag_low_consensus),
+    )
+    return Verdict(
+        item_id=item_id,
+        criterion_id=dimension.name,
+        llm_evaluations=evaluations,
+        consensus_metrics=metrics,
+        passed=passed,
+        threshold=threshold,
+        flag_reasons=reasons,
+    )

@@ -1,0 +1,69 @@
+"""The worker's Celery app, built from Settings when the worker starts (not at import)."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from celery import Celery
+from celery.signals import task_postrun, task_received, worker_ready, worker_shutdown
+
+from jury.schemas.settings import ENGINE_POOL, Settings
+from jury.store.redis_client import BrokerRedis
+from jury.worker.housekeeping import Housekeeper
+from jury.worker.liveness import HeldMessages
+from jury.worker.queues import BrokerQueues
+from jury.worker.runtime import WorkerRuntime
+from jury.worker.tasks import register_tasks
+
+
+def create_worker_app(settings: Settings) -> Celery:
+    app = Celery("jury", set_as_current=True)
+    app.conf.update(settings.celery_config())
+    lock = threading.Lock()
+    holder: list[WorkerRuntime] = []
+
+    def runtime() -> WorkerRuntime:
+        # Built on first use inside the worker (after any fork), shared by its threads.
+        with lock:
+            if not holder:
+                holder.append(_build_runtime(app, settings))
+            return holder[0]
+
+    register_tasks(app, runtime)
+    held = _ledger() if settings.worker_pool == ENGINE_POOL else None
+    housekeeper = Housekeeper(runtime, held)
+
+    def start_housekeeping(**_: object) -> None:
+        housekeeper.start()
+
+    def stop_housekeeping(**_: object) -> None:
+        housekeeper.stop()
+
+    worker_ready.connect(start_housekeeping, weak=False)
+    worker_shutdown.connect(stop_housekeeping, weak=False)
+    return app
+
+
+def _ledger() -> HeldMessages:
+    """The engine's ledger of held delivery tags, kept by Celery's public signals: a message is
+    held from its receipt until its task has run (the ack follows at once)."""
+    held = HeldMessages()
+
+    def received(request: Any = None, **_: object) -> None:
+        if request is not None:
+            held.received(request.id, str(request.message.delivery_tag))
+
+    def ran(task_id: str | None = None, **_: object) -> None:
+        if task_id is not None:
+            held.done(task_id)
+
+    task_received.connect(received, weak=False)
+    task_postrun.connect(ran, weak=False)
+    return held
+
+
+def _build_runtime(app: Celery, settings: Settings) -> WorkerRuntime:
+    broker = BrokerRedis.from_settings(settings)
+    queues = BrokerQueues(app, settings, broker)
+    return WorkerRuntime(settings, queues, broker=broker)

@@ -1,0 +1,120 @@
+"""Putting every judge call through the cluster-wide rate limiter.
+
+`GatedCall` wraps the LLM call: before it, reserve a slot (sleeping in the event loop up to
+the horizon, or parking the whole task when its slot lies further ahead or every in-flight
+slot is taken); after it, free the in-flight slot (handing it to the first waiter) and correct
+the token estimate from the usage the provider reported; on a 429, start the shared cool-down
+that every worker honours and cut the model's cluster-wide pace.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import secrets
+from dataclasses import dataclass, field
+
+from jury.schemas.batch import Judge
+from jury.schemas.errors import JuryError, TransientJudgeError
+from jury.worker.judging import CallJudge, ReplyLike, Sleep
+from jury.worker.ratelimit import BUSY, DEFERRED, Limits, RateLimiter
+
+# A 429 without Retry-After silences the model this long.
+DEFAULT_COOL_DOWN_S = 5.0
+# A 429 cuts the model's pace to this fraction of itself (the pace recovers with the calls
+# granted after it: jury.worker.ratelimit.pace_step).
+SLOW_DOWN_ON_429 = 0.97
+# A provider saying its window is spent pauses the model this long at most, until the reset.
+MAX_HEADER_PAUSE_S = 2.0
+# Expected answer length, before the usage says: a JSON score and a sentence or two.
+EXPECTED_COMPLETION_TOKENS = 100
+CHARS_PER_TOKEN = 4
+
+
+class Deferred(JuryError):
+    """The task's first call cannot start soon: park the task (jury.worker.parking) for
+    `countdown_s`, or, with `line`, in the model's waiting line for an in-flight slot."""
+
+    def __init__(self, countdown_s: float, line: str = "") -> None:
+        why = "every in-flight slot is taken" if line else f"no slot for {countdown_s:.1f} s"
+        super().__init__(f"{why}: parking the task")
+        self.countdown_s = countdown_s
+        self.line = line
+
+
+def rate_key(judge: Judge) -> str:
+    """One limit per (api_base, model): the same model behind two servers has two quotas."""
+    return hashlib.blake2b(
+        f"{judge.api_base or ''}|{judge.model}".encode(), digest_size=8
+    ).hexdigest()
+
+
+def estimate_tokens(judge: Judge, messages: list[dict[str, str]]) -> int:
+    prompt = sum(len(m.get("content") or "") for m in messages) // CHARS_PER_TOKEN
+    return prompt + min(judge.max_tokens, EXPECTED_COMPLETION_TOKENS)
+
+
+@dataclass
+class GatedCall:
+    call: CallJudge
+    limiter: RateLimiter
+    horizon_s: float
+    sleep: Sleep = asyncio.sleep
+    calls: int = field(default=0, init=False)
+
+    async def __call__(self, judge: Judge, messages: list[dict[str, str]]) -> ReplyLike:
+        self.calls += 1
+        key, limits = rate_key(judge), Limits(judge.rpm, judge.tpm, judge.max_in_flight)
+        estimate = estimate_tokens(judge, messages)
+        token = secrets.token_hex(8)
+        if limits.active:
+            await self._wait_for_slot(key, limits, estimate, token)
+        try:
+            reply = await self.call(judge, messages)
+        except TransientJudgeError as exc:
+            self.limiter.finish(key, limits, token, 0)
+            if exc.kind == "rate_limited":
+                # The provider pushed back: every worker waits, then paces this model slower.
+                self.limiter.cool_down(key, exc.retry_after or DEFAULT_COOL_DOWN_S)
+                self.limiter.slow_down(key, SLOW_DOWN_ON_429)
+            raise
+        except BaseException:
+            self.limiter.finish(key, limits, token, 0)
+            raise
+        used = reply.prompt_tokens + reply.completion_tokens
+        if limits.active:
+            self.limiter.finish(key, limits, token, used - estimate if used else 0)
+        self._learn(key, reply)
+        return reply
+
+    async def _wait_for_slot(self, key: str, limits: Limits, tokens: int, token: str) -> None:
+        """Reserve a slot, waiting in the loop for one within the horizon. The task's first
+        call parks the task instead (Deferred) when its slot lies further ahead or every
+        in-flight slot is taken: nothing is spent yet. A later call (a retry, a pair's second
+        order) has spent tokens already, so it waits its turn in the loop: never failing for
+        having waited."""
+        while True:
+            permit = self.limiter.reserve(key, limits, tokens, token)
+            if permit.granted:
+                if permit.wait_s > 0:
+                    await self.sleep(permit.wait_s)
+                # Woken late (a busy CPU), a call would leave together with the next ones:
+                # the gate spaces the sends themselves.
+                while (gap := self.limiter.send_gate(key, limits)) > 0:
+                    await self.sleep(gap)
+                return
+            if self.calls == 1:
+                if permit.outcome == BUSY:
+                    raise Deferred(0.0, line=permit.line)
+                if permit.outcome == DEFERRED or permit.wait_s > self.horizon_s:
+                    raise Deferred(permit.wait_s)
+            await self.sleep(permit.wait_s)
+
+    def _learn(self, key: str, reply: ReplyLike) -> None:
+        """A provider whose headers say its request window is spent (no request left until
+        its reset) would answer the next call 429: every worker pauses the model until the
+        reset instead, so the window refills before anyone asks."""
+        remaining = getattr(reply, "remaining_requests", None)
+        reset = getattr(reply, "reset_requests_s", None)
+        if remaining == 0 and reset:
+            self.limiter.cool_down(key, min(reset, MAX_HEADER_PAUSE_S))

@@ -1,0 +1,226 @@
+"""The one place that knows LiteLLM: one chat completion, its cost, and its errors mapped onto
+ours. LiteLLM's and the OpenAI SDK's own retries are off: the retry policy is jury's alone.
+
+Importing this module imports litellm (~2 s, ~160 MiB), so only worker processes do, once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import os
+import re
+import time
+from dataclasses import dataclass
+from typing import Any
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # never fetch prices at import
+
+import litellm
+from litellm import exceptions as llm_errors
+
+from jury.schemas.batch import Judge
+from jury.schemas.errors import PermanentJudgeError, TransientJudgeError
+from jury.schemas.placeholders import call_settings, redact
+from jury.worker.usage import checked_cost, checked_usage
+
+litellm.suppress_debug_info = True
+litellm.telemetry = False
+# LiteLLM logs every call at INFO; a worker doing thousands a minute keeps only its warnings.
+for _name in ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy", "httpx"):
+    logging.getLogger(_name).setLevel(logging.WARNING)
+
+# Local OpenAI-compatible servers (vLLM, Ollama, the simulator) ignore the key but the OpenAI
+# SDK insists on one.
+PLACEHOLDER_KEY = "no-key-needed"
+
+
+@dataclass(frozen=True)
+class LLMReply:
+    text: str
+    prompt_tokens: int
+    completion_tokens: int
+    cost_usd: float
+    latency_ms: float
+    # The provider's request quota and what is left of it, from its rate-limit headers.
+    limit_requests: int | None = None
+    remaining_requests: int | None = None
+    # Until the provider's request window frees a slot (x-ratelimit-reset-requests).
+    reset_requests_s: float | None = None
+
+
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
+_UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def header_duration(headers: Any, name: str) -> float | None:
+    """A duration header as OpenAI writes them (`12ms`, `1s`, `6m0s`), in seconds."""
+    if not hasattr(headers, "get"):
+        return None
+    value = headers.get(f"llm_provider-{name}", headers.get(name))
+    parts = _DURATION_PART.findall(str(value)) if value is not None else []
+    return sum(float(n) * _UNIT_S[unit] for n, unit in parts) if parts else None
+
+
+def _header_int(headers: Any, name: str) -> int | None:
+    """An integer rate-limit header, as LiteLLM passes the provider's headers on."""
+    if not hasattr(headers, "get"):
+        return None
+    value = headers.get(f"llm_provider-{name}", headers.get(name))
+    try:
+        return int(value) if value is not None else None
+    except (TypeError, ValueError):
+        return None
+
+
+@functools.lru_cache(maxsize=256)
+def supports_json_mode(model: str) -> bool:
+    try:
+        params = litellm.get_supported_openai_params(model=model) or []
+    except Exception:
+        return False
+    return "response_format" in params
+
+
+def resolve_api_key(judge: Judge) -> str | None:
+    """The judge's key, read from the environment at call time; it goes nowhere else."""
+    if judge.api_key_env:
+        key = os.environ.get(judge.api_key_env)
+        if not key:
+            raise PermanentJudgeError(
+                f"environment variable {judge.api_key_env} (api_key_env of judge {judge.name}) "
+                "is not set on this worker",
+                kind="missing_key",
+            )
+        return key
+    if judge.api_base and judge.model.startswith("openai/"):
+        return os.environ.get("OPENAI_API_KEY") or PLACEHOLDER_KEY
+    return None  # LiteLLM reads the provider's usual variable
+
+
+def _retry_after(exc: Exception) -> float | None:
+    """Seconds the provider asked us to wait. LiteLLM keeps the provider's headers in
+    `litellm_response_headers`; its rebuilt `response` may carry none."""
+    sources: tuple[Any, ...] = (
+        getattr(exc, "litellm_response_headers", None),
+        getattr(getattr(exc, "response", None), "headers", None),
+        getattr(exc, "headers", None),
+    )
+    for headers in sources:
+        if not hasattr(headers, "get"):
+            continue
+        # Retry-After is whole seconds; the request window's reset, when the provider sends
+        # it, says to the millisecond when a slot frees: a one-second window's 429 then costs
+        # the cluster a few milliseconds of quota, not a second.
+        reset = header_duration(headers, "x-ratelimit-reset-requests")
+        value = headers.get("retry-after")
+        try:
+            after = max(0.0, float(value)) if value is not None else None
+        except ValueError:
+            after = None  # an HTTP date; rare from LLM providers, and backoff still applies
+        known = [wait for wait in (after, reset) if wait is not None]
+        if known:
+            return min(known)
+    return None
+
+
+def classify_error(
+    exc: Exception, secret: str | None = None, placeholder_values: tuple[str, ...] = ()
+) -> Exception:
+    """Map a LiteLLM/OpenAI exception onto jury's transient/permanent errors; the key and
+    the values placeholders took from the environment are redacted from its message."""
+    secrets = (secret, *placeholder_values) if secret else placeholder_values
+    message = redact(f"{type(exc).__name__}: {exc}", secrets)[:500]
+    if isinstance(exc, llm_errors.RateLimitError):
+        return TransientJudgeError(message, kind="rate_limited", retry_after=_retry_after(exc))
+    if isinstance(exc, llm_errors.Timeout):
+        return TransientJudgeError(message, kind="timeout")
+    if isinstance(exc, llm_errors.APIConnectionError):
+        return TransientJudgeError(message, kind="connection")
+    if isinstance(
+        exc,
+        llm_errors.InternalServerError
+        | llm_errors.ServiceUnavailableError
+        | llm_errors.BadGatewayError,
+    ):
+        return TransientJudgeError(message, kind="server_error")
+    if isinstance(exc, llm_errors.AuthenticationError | llm_errors.PermissionDeniedError):
+        return PermanentJudgeError(message, kind="auth")
+    if isinstance(exc, llm_errors.NotFoundError):
+        return PermanentJudgeError(message, kind="not_found")
+    if isinstance(exc, llm_errors.BadRequestError | llm_errors.UnprocessableEntityError):
+        return PermanentJudgeError(message, kind="bad_request")
+    status = getattr(exc, "status_code", None)
+    if isinstance(status, int) and 400 <= status < 500 and status not in (408, 409, 429):
+        return PermanentJudgeError(message, kind="bad_request")
+    return TransientJudgeError(message, kind="provider_error")
+
+
+def _cost(judge: Judge, prompt_tokens: int, completion_tokens: int, response: Any) -> float:
+    """The judge's own prices when the batch gives them, else LiteLLM's price map."""
+    if judge.input_cost_per_token is not None or judge.output_cost_per_token is not None:
+        return prompt_tokens * (judge.input_cost_per_token or 0.0) + completion_tokens * (
+            judge.output_cost_per_token or 0.0
+        )
+    # LiteLLM has priced the call already, while logging it: computing it again costs a
+    # worker about a millisecond per call.
+    hidden = getattr(response, "_hidden_params", None) or {}
+    if "response_cost" in hidden:  # None: a model missing from the price map
+        return float(hidden["response_cost"] or 0.0)
+    try:
+        return float(litellm.completion_cost(completion_response=response) or 0.0)
+    except Exception:
+        return 0.0  # a model missing from the price map (e.g. the simulator) costs nothing known
+
+
+async def complete(judge: Judge, messages: list[dict[str, str]]) -> LLMReply:
+    """One chat completion for one judge; raises TransientJudgeError/PermanentJudgeError.
+
+    Runs on the worker process's one long-lived event loop (jury.worker.loop): LiteLLM keeps
+    its HTTP sessions per loop, so a loop per call would rebuild them every time."""
+    judge, secrets = call_settings(judge, os.environ)  # ${VAR} expanded here, and only here
+    api_key = resolve_api_key(judge)
+    kwargs: dict[str, Any] = {
+        "model": judge.model,
+        "messages": messages,
+        "temperature": judge.temperature,
+        "max_tokens": judge.max_tokens,
+        "timeout": judge.timeout_s,
+        "num_retries": 0,
+        "max_retries": 0,
+    }
+    if supports_json_mode(judge.model):
+        kwargs["response_format"] = {"type": "json_object"}
+    if judge.api_base:
+        kwargs["api_base"] = judge.api_base
+    if api_key:
+        kwargs["api_key"] = api_key
+    started = time.perf_counter()
+    try:
+        # One deadline for the whole call, connecting and receiving included: LiteLLM's own
+        # timeout bounds each read, so a server trickling its answer would never time out.
+        response = await asyncio.wait_for(litellm.acompletion(**kwargs), judge.timeout_s)
+    except TimeoutError:
+        raise TransientJudgeError(
+            f"no complete answer within timeout_s={judge.timeout_s:g} s", kind="timeout"
+        ) from None
+    except Exception as exc:
+        raise classify_error(exc, api_key, secrets) from None
+    latency_ms = (time.perf_counter() - started) * 1000
+    choice = response.choices[0] if response.choices else None
+    text = getattr(getattr(choice, "message", None), "content", None) or ""
+    prompt_tokens, completion_tokens = checked_usage(
+        getattr(response, "usage", None), messages, text
+    )
+    headers = (getattr(response, "_hidden_params", None) or {}).get("additional_headers")
+    return LLMReply(
+        text=text,
+        prompt_tokens=prompt_tokens,
+        completion_tokens=completion_tokens,
+        cost_usd=checked_cost(_cost(judge, prompt_tokens, completion_tokens, response)),
+        latency_ms=latency_ms,
+        limit_requests=_header_int(headers, "x-ratelimit-limit-requests"),
+        remaining_requests=_header_int(headers, "x-ratelimit-remaining-requests"),
+        reset_requests_s=header_duration(headers, "x-ratelimit-reset-requests"),
+    )

@@ -1,0 +1,74 @@
+"""Parking: a task that must wait holds nothing while it waits.
+
+A judge task whose first rate-limit slot lies beyond the horizon, or whose model has every
+in-flight slot taken, is not kept running: its message is written again (with what it has
+done so far, e.g. how long it has waited) and parked in Redis, and the running delivery is
+acknowledged. Two places to park:
+
+- `jury:parked` (a sorted set, score = when it is due, by Redis' clock): waits of a known
+  length (a rate-limit slot, a 429's cool-down, a store that refused samples). Every worker's
+  engine moves due messages back to their queues (`release_due`, atomic in Lua; a message is
+  moved once whoever gets there first).
+- a model's waiting line (`…:waiters`, a list): waits for an in-flight slot, of no known
+  length. The call that frees a slot hands it to the first waiter (jury.worker.ratelimit's
+  finish script moves one waiter to its queue); the sweeper releases waiters of a model whose
+  slots are free, should the worker that held them have died.
+
+Members are "<queue key>\\n<message>": the queue key is already under the broker's prefix.
+"""
+
+from __future__ import annotations
+
+from jury.store.redis_client import BrokerRedis
+
+PARKED_KEY = "jury:parked"
+# Moved per round trip: enough for thousands of tasks a second, small enough to stay quick.
+RELEASE_BATCH = 500
+
+_LUA_PARK = """
+local t = redis.call('TIME')
+local now = t[1] * 1000 + math.floor(t[2] / 1000)
+redis.call('ZADD', KEYS[1], now + tonumber(ARGV[1]), ARGV[2])
+return 1
+"""
+
+_LUA_RELEASE = """
+local t = redis.call('TIME')
+local now = t[1] * 1000 + math.floor(t[2] / 1000)
+local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, tonumber(ARGV[1]))
+for _, member in ipairs(due) do
+  local cut = string.find(member, '\\n', 1, true)
+  redis.call('RPUSH', string.sub(member, 1, cut - 1), string.sub(member, cut + 1))
+  redis.call('ZREM', KEYS[1], member)
+end
+return #due
+"""
+
+
+class Parking:
+    def __init__(self, broker: BrokerRedis) -> None:
+        self.broker = broker
+        self.key = broker.key(PARKED_KEY)
+        self._park = broker.client.register_script(_LUA_PARK)
+        self._release = broker.client.register_script(_LUA_RELEASE)
+
+    def park(self, queue: str, message: str, delay_s: float) -> None:
+        """Park `message` for `queue` (a name under the broker's prefix) for `delay_s`."""
+        member = f"{self.broker.key(queue)}\n{message}"
+        self._park(keys=[self.key], args=[max(0, int(delay_s * 1000)), member])
+
+    def wait_in_line(self, waiters_key: str, queue: str, message: str) -> None:
+        """Put `message` in a model's waiting line (a key from the rate limiter)."""
+        self.broker.client.rpush(waiters_key, f"{self.broker.key(queue)}\n{message}")
+
+    def release_due(self) -> int:
+        """Move every parked message that is due back to its queue; returns how many."""
+        moved = 0
+        while True:
+            count = int(self._release(keys=[self.key], args=[RELEASE_BATCH]))
+            moved += count
+            if count < RELEASE_BATCH:
+                return moved
+
+    def parked(self) -> int:
+        return int(self.broker.client.zcard(self.key))

@@ -1,0 +1,218 @@
+"""The cluster-wide rate limiter in Redis: atomic Lua scripts on Redis' clock.
+
+The algorithm is jury.worker.ratelimit's (GCRA with reservations, a shared cool-down, a
+cluster-wide pace), with a model's keys under one hash tag so they live on one Redis Cluster
+slot. A model with `max_in_flight` keeps a waiting line: a task that finds every slot taken
+parks its message there (jury.worker.parking), and the call that frees a slot moves the first
+waiter back to its queue in the same script, so waiting for a slow local server costs no
+polling. `release_waiters` is the safety net for a line whose slot-holder died.
+"""
+
+from __future__ import annotations
+
+import redis
+
+from jury.worker.ratelimit import (
+    BUSY,
+    IN_FLIGHT_POLL_S,
+    LEASE_MS,
+    MIN_PACE,
+    SEND_SPACING,
+    Limits,
+    Permit,
+    pace_step,
+)
+
+# Keys expire when a model goes quiet, so Redis holds state only for models in use.
+STATE_TTL_MS = 600_000
+# The set of every model's waiting line, for the safety net.
+LINES_KEY = "jury:rl:lines"
+
+_LUA_RESERVE = """
+local now_parts = redis.call('TIME')
+local now = now_parts[1] * 1000 + math.floor(now_parts[2] / 1000)
+local rpm, tpm, cap = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local tokens, horizon, token = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]
+local ttl, lease, slack = tonumber(ARGV[7]), tonumber(ARGV[8]), 1 + tonumber(ARGV[9])
+local step_back = tonumber(ARGV[10])
+local cool = redis.call('PTTL', KEYS[3])
+if cool > 0 then return {3, cool} end
+if cap > 0 then
+  redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now)
+  redis.call('SET', KEYS[7], cap, 'PX', ttl)
+  if redis.call('ZCARD', KEYS[4]) >= cap then return {2, 0} end
+end
+local pace = tonumber(redis.call('GET', KEYS[6]) or '1')
+slack = slack / pace
+local rpm_tat, tpm_tat = now, now
+if rpm > 0 then rpm_tat = math.max(tonumber(redis.call('GET', KEYS[1]) or now), now) end
+if tpm > 0 then tpm_tat = math.max(tonumber(redis.call('GET', KEYS[2]) or now), now) end
+local start = math.max(rpm_tat, tpm_tat)
+local rpm_step, tpm_step = 0, 0
+if rpm > 0 then rpm_step = 60000 / rpm * slack end
+if tpm > 0 then tpm_step = tokens * 60000 / tpm * slack end
+if start - now <= horizon then
+  if rpm > 0 then redis.call('SET', KEYS[1], start + rpm_step, 'PX', ttl) end
+  if tpm > 0 then redis.call('SET', KEYS[2], start + tpm_step, 'PX', ttl) end
+  if cap > 0 then redis.call('ZADD', KEYS[4], start + lease, token) end
+  if pace < 1 then
+    redis.call('SET', KEYS[6], math.min(1, pace + step_back), 'PX', ttl)
+  end
+  return {1, start - now}
+end
+local defer = math.max(tonumber(redis.call('GET', KEYS[5]) or now), start)
+redis.call('SET', KEYS[5], defer + math.max(rpm_step, tpm_step), 'PX', ttl)
+return {0, defer - now - horizon / 2}
+"""
+
+# Free the call's slot, correct its tokens, and hand the slot to the first waiter.
+_LUA_FINISH = """
+local now_parts = redis.call('TIME')
+local now = now_parts[1] * 1000 + math.floor(now_parts[2] / 1000)
+redis.call('ZREM', KEYS[2], ARGV[1])
+local tpm, extra = tonumber(ARGV[2]), tonumber(ARGV[3])
+if tpm > 0 and extra ~= 0 then
+  local tat = tonumber(redis.call('GET', KEYS[1]) or now)
+  redis.call('SET', KEYS[1], math.max(tat + extra * 60000 / tpm, now), 'PX', tonumber(ARGV[4]))
+end
+local waiter = redis.call('LPOP', KEYS[3])
+if waiter then
+  local cut = string.find(waiter, '\\n', 1, true)
+  redis.call('RPUSH', string.sub(waiter, 1, cut - 1), string.sub(waiter, cut + 1))
+end
+return 1
+"""
+
+# Release as many waiters as the model has free slots (its slot-holders may have died).
+_LUA_RELEASE = """
+local now_parts = redis.call('TIME')
+local now = now_parts[1] * 1000 + math.floor(now_parts[2] / 1000)
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
+local cap = tonumber(redis.call('GET', KEYS[3]) or '0')
+local free = cap - redis.call('ZCARD', KEYS[2])
+if cap == 0 then free = redis.call('LLEN', KEYS[1]) end
+local moved = 0
+while moved < free do
+  local waiter = redis.call('LPOP', KEYS[1])
+  if not waiter then break end
+  local cut = string.find(waiter, '\\n', 1, true)
+  redis.call('RPUSH', string.sub(waiter, 1, cut - 1), string.sub(waiter, cut + 1))
+  moved = moved + 1
+end
+return moved
+"""
+
+# The send gate: at least `spacing` ms between two sends of a model, cluster-wide.
+_LUA_GATE = """
+local t = redis.call('TIME')
+local now = t[1] * 1000 + math.floor(t[2] / 1000)
+local pace = tonumber(redis.call('GET', KEYS[2]) or '1')
+local spacing = tonumber(ARGV[1]) / pace
+local last = tonumber(redis.call('GET', KEYS[1]) or '0')
+if last + spacing > now then return last + spacing - now end
+redis.call('SET', KEYS[1], now, 'PX', tonumber(ARGV[2]))
+return 0
+"""
+
+_LUA_COOL = """
+if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[1]) then
+  redis.call('SET', KEYS[1], 1, 'PX', ARGV[1])
+end
+return 1
+"""
+
+_LUA_SLOW = """
+local pace = tonumber(redis.call('GET', KEYS[1]) or '1')
+redis.call('SET', KEYS[1], math.max(tonumber(ARGV[2]), pace * tonumber(ARGV[1])), 'PX', ARGV[3])
+return 1
+"""
+
+
+def model_keys(prefix: str, key: str) -> list[str]:
+    base = f"{prefix}{{{key}}}"  # one hash tag: all of a model's keys on one Redis Cluster slot
+    names = ("rpm", "tpm", "cool", "inflight", "defer", "pace", "cap", "waiters", "sent")
+    return [f"{base}:{name}" for name in names]
+
+
+class RedisRateLimiter:
+    def __init__(
+        self,
+        client: redis.Redis,
+        horizon_s: float,
+        prefix: str = "jury:rl:",
+        margin: float = 0.0,
+        lines_key: str = LINES_KEY,
+    ) -> None:
+        self.client = client
+        self.horizon_ms = horizon_s * 1000
+        self.margin = margin
+        self.prefix = prefix
+        self.lines_key = lines_key
+        self._reserve = client.register_script(_LUA_RESERVE)
+        self._finish = client.register_script(_LUA_FINISH)
+        self._release = client.register_script(_LUA_RELEASE)
+        self._cool = client.register_script(_LUA_COOL)
+        self._slow = client.register_script(_LUA_SLOW)
+        self._gate = client.register_script(_LUA_GATE)
+        self._lines_known: set[str] = set()
+
+    def reserve(self, key: str, limits: Limits, tokens: int, token: str) -> Permit:
+        keys = model_keys(self.prefix, key)
+        outcome, wait_ms = self._reserve(
+            keys=keys[:7],
+            args=[
+                limits.rpm or 0,
+                limits.tpm or 0,
+                limits.max_in_flight or 0,
+                tokens,
+                self.horizon_ms,
+                token,
+                STATE_TTL_MS,
+                LEASE_MS,
+                self.margin,
+                pace_step(limits),
+            ],
+        )
+        if outcome == BUSY:
+            line = keys[7]
+            if line not in self._lines_known:  # one SADD per process and line
+                self.client.sadd(self.lines_key, line)
+                self._lines_known.add(line)
+            return Permit(BUSY, IN_FLIGHT_POLL_S, token, line=line)
+        return Permit(int(outcome), max(0.0, float(wait_ms) / 1000), token)
+
+    def finish(self, key: str, limits: Limits, token: str, extra_tokens: int) -> None:
+        if not (limits.max_in_flight or (limits.tpm and extra_tokens)):
+            return  # no slot held, nothing to charge: spare the round trip
+        keys = model_keys(self.prefix, key)
+        self._finish(
+            keys=[keys[1], keys[3], keys[7]],
+            args=[token, limits.tpm or 0, extra_tokens, STATE_TTL_MS],
+        )
+
+    def cool_down(self, key: str, seconds: float) -> None:
+        self._cool(keys=[model_keys(self.prefix, key)[2]], args=[max(1, int(seconds * 1000))])
+
+    def send_gate(self, key: str, limits: Limits) -> float:
+        if not limits.rpm:
+            return 0.0
+        keys = model_keys(self.prefix, key)
+        spacing_ms = 60000 / limits.rpm * (1 + self.margin) * SEND_SPACING
+        wait_ms = self._gate(keys=[keys[8], keys[5]], args=[spacing_ms, STATE_TTL_MS])
+        return max(0.0, float(wait_ms) / 1000)
+
+    def slow_down(self, key: str, factor: float) -> None:
+        pace_key = model_keys(self.prefix, key)[5]
+        self._slow(keys=[pace_key], args=[factor, MIN_PACE, STATE_TTL_MS])
+
+    def release_waiters(self) -> int:
+        """Move waiters of every line whose model has free slots back to their queues."""
+        moved = 0
+        for raw in self.client.smembers(self.lines_key):
+            line = raw.decode() if isinstance(raw, bytes) else str(raw)
+            base = line.removesuffix(":waiters")
+            count = int(self._release(keys=[line, f"{base}:inflight", f"{base}:cap"]))
+            moved += count
+            if count == 0 and not self.client.exists(line):
+                self.client.srem(self.lines_key, line)
+        return moved

@@ -1,0 +1,153 @@
+"""What a worker process holds once it has started: the store, caches, the budget meter, the
+rate limiter, the LLM call and its event loop. Built from Settings once per process and
+injected into the pipeline (jury.worker.pipeline), the chord callback (jury.worker.aggregate)
+and the sweeper; the Celery tasks are thin adapters onto those.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import functools
+import logging
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeVar
+
+from jury.schemas.batch import BatchConfig, Item
+from jury.schemas.settings import Settings, judge_lanes
+from jury.schemas.status import BatchState
+from jury.schemas.tasks import SampleRef
+from jury.store.engine import session_factory
+from jury.store.redis_client import BrokerRedis
+from jury.store.repository import batch_state, load_config, load_item, stop_running_batch
+from jury.store.samples import stored_cost
+from jury.worker.budget import BudgetMeter
+from jury.worker.cache import ResultCache
+from jury.worker.grouping import Grouped
+from jury.worker.judging import CallJudge, RetryPolicy
+from jury.worker.loop import EventLoopThread
+from jury.worker.queues import TaskQueues
+from jury.worker.ratelimit_redis import RedisRateLimiter
+
+log = logging.getLogger("jury.worker")
+T = TypeVar("T")
+
+# Items are read once per worker, not once per sample: N samples × J judges × D dimensions
+# of one item usually land on the same few workers close together in time.
+ITEM_CACHE_SIZE = 256
+CONFIG_CACHE_SIZE = 64
+# A cancelled batch is noticed within this many seconds by every worker.
+STATE_TTL_S = 2.0
+# Threads that run the store's (blocking) SQL for the event loop. One: the store work comes in
+# groups (jury.worker.grouping), SQLite takes one writer at a time anyway, and each more
+# thread took the GIL from the loop more often (4 threads: 8.9 ms of CPU per judgment, 1: 8.4,
+# bench/throughput on a loaded 2-core machine).
+STORE_THREADS = 1
+
+
+class WorkerRuntime:
+    def __init__(
+        self,
+        settings: Settings,
+        queues: TaskQueues,
+        call: CallJudge | None = None,
+        loop: EventLoopThread | None = None,
+        broker: BrokerRedis | None = None,
+    ) -> None:
+        self.settings = settings
+        self.queues = queues
+        self.sessions = session_factory(settings.database_url)
+        self.policy = RetryPolicy(
+            max_attempts=settings.max_attempts,
+            base_delay_s=settings.retry_base_delay_s,
+            max_delay_s=settings.retry_max_delay_s,
+        )
+        if call is None:
+            from jury.worker.llm_client import complete  # imports litellm: once, at first use
+
+            call = complete
+        self.call = call
+        self.loop = loop or EventLoopThread()
+        self.store_threads = concurrent.futures.ThreadPoolExecutor(
+            STORE_THREADS, thread_name_prefix="jury-store"
+        )
+        self.config = functools.lru_cache(maxsize=CONFIG_CACHE_SIZE)(self._config)
+        self.item = functools.lru_cache(maxsize=ITEM_CACHE_SIZE)(self._item)
+        self._states: dict[str, tuple[float, BatchState]] = {}
+        self._uncapped: dict[str, float] = {}
+        self.redis = broker or BrokerRedis.from_settings(settings)
+        self.budget = BudgetMeter(self.redis, lambda batch_id: stored_cost(self.sessions, batch_id))
+        self.limiter = RedisRateLimiter(
+            self.redis.client,
+            settings.rate_horizon_s,
+            prefix=self.redis.key("jury:rl:"),
+            margin=settings.rate_margin,
+        )
+        self.result_cache = ResultCache(self.sessions)
+        self._groups: dict[object, Grouped[Any, Any]] = {}
+
+    def grouped(
+        self, operation: Callable[[WorkerRuntime, Sequence[Any]], Awaitable[list[Any]]]
+    ) -> Grouped[Any, Any]:
+        """The process's group-commit queue for a store operation (jury.worker.grouping)."""
+        group = self._groups.get(operation)
+        if group is None:
+            group = self._groups[operation] = Grouped(lambda items: operation(self, items))
+        return group
+
+    async def in_store(self, function: Callable[..., T], *args: Any) -> T:
+        """Run blocking store work off the event loop, in one of the store threads."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self.store_threads, functools.partial(function, *args))
+
+    def _config(self, batch_id: str) -> BatchConfig:
+        return load_config(self.sessions, batch_id)
+
+    def _item(self, batch_id: str, item_id: str) -> Item:
+        return load_item(self.sessions, batch_id, item_id)
+
+    def state(self, batch_id: str) -> BatchState:
+        """The batch's state, cached for STATE_TTL_S; a state that would make us skip work is
+        always read afresh, since a skipped task is lost until `jury resume`."""
+        now = time.monotonic()
+        cached = self._states.get(batch_id)
+        if cached is None or now - cached[0] > STATE_TTL_S or cached[1].skips_work:
+            cached = (now, batch_state(self.sessions, batch_id))
+            self._states[batch_id] = cached
+        return cached[1]
+
+    def out_of_budget(self, batch_id: str, config: BatchConfig) -> str | None:
+        """Why no new judge call may start for this batch, if its budget is spent. A batch
+        without a cap is looked at again every STATE_TTL_S (`jury resume --max-cost-usd`
+        may give it one); a batch with one, at every call."""
+        now = time.monotonic()
+        if (
+            config.max_cost_usd is None
+            and now - self._uncapped.get(batch_id, -STATE_TTL_S) < STATE_TTL_S
+        ):
+            return None
+        reached, spent, cap = self.budget.exhausted(batch_id, config.max_cost_usd)
+        if cap == float("inf"):
+            self._uncapped[batch_id] = now
+        if not reached:
+            return None
+        reason = (
+            f"budget reached: ${spent:.4f} spent of max_cost_usd ${cap:g}; no new judge calls. "
+            f"Raise it with `jury resume {batch_id} --max-cost-usd N`"
+        )
+        if stop_running_batch(self.sessions, batch_id, reason):
+            log.warning("batch %s: %s", batch_id, reason)
+        self._states.pop(batch_id, None)
+        return reason
+
+    def queue_tasks(self, config: BatchConfig, refs: list[SampleRef]) -> None:
+        """Queue judge tasks of this batch, each on its judge's lane."""
+        lanes = judge_lanes(
+            self.settings.queue, self.settings.lanes, [j.name for j in config.panel]
+        )
+        self.queues.publish([(ref, lanes[ref.judge]) for ref in refs])
+
+    def close(self) -> None:
+        self.loop.stop()
+        self.store_threads.shutdown(wait=False, cancel_futures=True)

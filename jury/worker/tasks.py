@@ -1,0 +1,191 @@
+"""The Celery tasks: thin adapters from JSON arguments to the pipeline and the callback.
+
+- `jury.judge_sample(batch, item, dimension, judge, sample)`: one judge task
+  (jury.worker.pipeline). Its result is the score it stored (a score per dimension for a
+  combined task); a task whose sample was stored as failed ends in FAILURE with the error's
+  kind and message (an expected error: logged without a traceback, acknowledged, never
+  redelivered); a task that must wait is parked (jury.worker.parking) and ends this delivery in
+  RETRY, holding nothing.
+- `jury.aggregate_cell(batch, item, dimension)`: a cell's chord callback
+  (jury.worker.aggregate); its result is the verdict's final score and consensus.
+
+Each task has an async body (`engine_body`) that jury's engine pool (jury.worker.pool) runs on
+the worker's event loop; the task function itself only hands the body's outcome to Celery's
+tracer. Under another pool (threads, prefork, solo) the task function runs the body itself.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+import time
+from collections.abc import Callable, Coroutine, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from celery import Celery, Task
+from celery.exceptions import Retry
+
+from jury.schemas.errors import JudgmentFailed, JuryError
+from jury.schemas.results import CellSample
+from jury.schemas.settings import judge_lanes
+from jury.schemas.tasks import AGGREGATE_TASK, JUDGE_TASK, CellRef, SampleRef
+from jury.worker.aggregate import AggregateOutcome, CellIncomplete, aggregate_cells
+from jury.worker.gating import Deferred
+from jury.worker.pipeline import SamplesNotStored, TaskOutcome, judge_task
+from jury.worker.pool import OUTCOMES
+from jury.worker.runtime import WorkerRuntime
+
+log = logging.getLogger("jury.worker")
+# Samples the store refused (the database is down or locked) are parked with the task and
+# stored later, never judged twice: this often, backing off to a minute.
+STORE_MAX_RETRIES = 30
+
+
+@dataclass(frozen=True)
+class Parked:
+    """The task was parked: this delivery ends in RETRY and is acknowledged."""
+
+    reason: str
+    delay_s: float
+
+
+def task_result(outcome: TaskOutcome) -> Any:
+    """What Flower and the log show for a judge task; a JudgmentFailed for a failure."""
+    if outcome.skipped is not None:
+        return {"skipped": outcome.skipped}
+    failed = [s for s in outcome.samples if not s.result.ok]
+    if failed:
+        first = failed[0].result
+        kinds = sorted({s.result.error_kind or "error" for s in failed})
+        where = "" if len(outcome.samples) == 1 else f"{len(failed)} of {len(outcome.samples)} "
+        return JudgmentFailed(
+            f"{where}{', '.join(kinds)} after {first.attempts} attempts: {first.error}",
+            kind=kinds[0],
+        )
+    scores = {s.dimension: s.result.score for s in outcome.samples}
+    return next(iter(scores.values())) if len(scores) == 1 else scores
+
+
+def deliver(outcome: Any) -> Any:
+    """Hand a body's outcome to Celery's tracer: a result, an expected failure, or a retry."""
+    if isinstance(outcome, Parked):
+        raise Retry(outcome.reason, exc=JuryError(outcome.reason), when=outcome.delay_s)
+    if isinstance(outcome, BaseException):
+        raise outcome
+    return outcome
+
+
+async def judge_body(runtime: WorkerRuntime, args: list[Any], kwargs: dict[str, Any]) -> Any:
+    ref = SampleRef(str(args[0]), str(args[1]), str(args[2]), str(args[3]), int(args[4]))
+    judged = kwargs.get("judged")
+    known = [CellSample.model_validate(s) for s in judged] if judged else None
+    waited = float(kwargs.get("waited_s") or 0.0)
+    if kwargs.get("parked_at"):
+        waited += max(0.0, time.time() - float(kwargs["parked_at"]))
+    try:
+        return task_result(await judge_task(runtime, ref, known, waited))
+    except Deferred as exc:
+        waiting = {"waited_s": round(waited, 3), "parked_at": round(time.time(), 3)}
+        queue = _lane(runtime, ref)
+        await runtime.in_store(
+            runtime.queues.park, tuple(ref), queue, waiting, exc.countdown_s, exc.line
+        )
+        return Parked(str(exc), exc.countdown_s)
+    except SamplesNotStored as exc:
+        retries = int(kwargs.get("store_retries") or 0)
+        if retries >= STORE_MAX_RETRIES:
+            return exc
+        delay = min(60, 2**retries)
+        log.warning("%s; storing them again in %d s", exc, delay)
+        carried: dict[str, Any] = {"judged": exc.payload, "store_retries": retries + 1}
+        await runtime.in_store(runtime.queues.park, tuple(ref), _lane(runtime, ref), carried, delay)
+        return Parked(str(exc), delay)
+
+
+def _lane(runtime: WorkerRuntime, ref: SampleRef) -> str:
+    config = runtime.config(ref.batch_id)
+    settings = runtime.settings
+    return judge_lanes(settings.queue, settings.lanes, [j.name for j in config.panel])[ref.judge]
+
+
+async def aggregate_body(runtime: WorkerRuntime, args: list[Any], kwargs: dict[str, Any]) -> Any:
+    cell = CellRef(str(args[0]), str(args[1]), str(args[2]))
+    try:
+        outcome = await runtime.grouped(aggregate_group).submit(cell)
+    except Exception as exc:
+        # The store is down or locked: try again, backing off; the sweeper is the net.
+        retries = int(kwargs.get("store_retries") or 0)
+        if retries >= STORE_MAX_RETRIES:
+            return exc
+        delay = min(60, 2**retries)
+        log.warning("aggregating %s failed: %s; again in %d s", cell, exc, delay)
+        carried = {"store_retries": retries + 1}
+        queue = runtime.settings.queue
+        await runtime.in_store(runtime.queues.park, tuple(cell), queue, carried, delay, "", True)
+        return Parked(f"aggregating failed: {exc}", delay)
+    if isinstance(outcome, CellIncomplete):
+        # Not every expected sample is there (a judge left the panel): the sweeper and
+        # `jury resume` see to the cell; trying again here would change nothing.
+        log.warning("%s", outcome)
+        return {"incomplete": len(outcome.missing)}
+    return outcome.summary()
+
+
+async def aggregate_group(
+    runtime: WorkerRuntime, cells: Sequence[CellRef]
+) -> list[AggregateOutcome | CellIncomplete]:
+    """The callbacks that arrived together, aggregated in one trip to the store."""
+    return await runtime.in_store(aggregate_cells, runtime, cells)
+
+
+Body = Callable[[WorkerRuntime, list[Any], dict[str, Any]], Coroutine[Any, Any, Any]]
+
+
+def _engine(runtime: Callable[[], WorkerRuntime], body: Body) -> Callable[..., Any]:
+    """The task's `engine_body`: start `body` on the worker's loop, return its future."""
+
+    def start(
+        task_id: str, args: list[Any], kwargs: dict[str, Any]
+    ) -> concurrent.futures.Future[Any]:
+        worker = runtime()
+        return worker.loop.submit(body(worker, args, kwargs))
+
+    return start
+
+
+def _outcome(
+    task: Task,
+    runtime: Callable[[], WorkerRuntime],
+    body: Body,
+    args: list[Any],
+    kwargs: dict[str, Any],
+) -> Any:
+    outcome = OUTCOMES.take(task.request.id)
+    if outcome is None:  # not under the engine pool: run the body here, on the loop
+        worker = runtime()
+        outcome = worker.loop.run(body(worker, args, kwargs))
+    return deliver(outcome)
+
+
+def register_tasks(app: Celery, runtime: Callable[[], WorkerRuntime]) -> None:
+    # ignore_result: the outcome lives in the store; Redis keeps no result per task.
+    @app.task(name=JUDGE_TASK, bind=True, ignore_result=True, throws=(JudgmentFailed,))
+    def judge_sample(
+        self: Task,
+        batch_id: str,
+        item_id: str,
+        dimension: str,
+        judge: str,
+        sample: int,
+        **carried: Any,
+    ) -> Any:
+        args = [batch_id, item_id, dimension, judge, sample]
+        return _outcome(self, runtime, judge_body, args, carried)
+
+    @app.task(name=AGGREGATE_TASK, bind=True, ignore_result=True)
+    def aggregate(self: Task, batch_id: str, item_id: str, dimension: str, **carried: Any) -> Any:
+        return _outcome(self, runtime, aggregate_body, [batch_id, item_id, dimension], carried)
+
+    judge_sample.engine_body = _engine(runtime, judge_body)
+    aggregate.engine_body = _engine(runtime, aggregate_body)

@@ -1,0 +1,151 @@
+"""The chord: one callback per complete cell, exactly once.
+
+In process, fast (the exactly-once core, on real SQLite/PostgreSQL and a real Redis, with a
+scripted judge): a task delivered twice stores one sample and sends no second callback; two
+tasks completing a cell at the same moment send one callback between them. With real worker
+processes: a cell whose last sample was stored and claimed by a worker that died before
+sending its callback is aggregated by the sweeper.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+
+import pytest
+
+from jury.producer.services import ManagedProcess, wait_for
+from jury.schemas.batch import BatchConfig, Item, Judge
+from jury.schemas.results import CellSample, SampleResult
+from jury.schemas.settings import Settings
+from jury.schemas.tasks import CellRef, SampleRef
+from jury.store.chords import claim_callbacks
+from jury.store.engine import session_factory
+from jury.store.repository import add_items, batch_status, create_batch, start_batch
+from jury.store.samples import list_samples, record_samples
+from jury.worker.aggregate import aggregate_cell
+from jury.worker.pipeline import claim_complete_cells, judge_task
+from jury.worker.runtime import WorkerRuntime
+from tests.conftest import settings_for
+from tests.test_faults import assert_exactly_once, one_cell_batch
+
+
+@dataclass(frozen=True)
+class Reply:
+    text: str = '{"score": 4, "reasoning": "fine"}'
+    prompt_tokens: int = 10
+    completion_tokens: int = 5
+    cost_usd: float = 0.0
+    latency_ms: float = 1.0
+
+
+async def scripted_judge(judge: Judge, messages: list[dict[str, str]]) -> Reply:
+    return Reply()
+
+
+class Recorder:
+    """The runtime's ways out (jury.worker.queues.TaskQueues), recorded instead of sent."""
+
+    def __init__(self) -> None:
+        self.callbacks: list[CellRef] = []
+        self.tasks: list[tuple[SampleRef, str]] = []
+        self.parked: list[tuple[object, ...]] = []
+
+    def send_callbacks(self, cells: list[CellRef]) -> None:
+        self.callbacks.extend(cells)
+
+    def publish(self, tasks: list[tuple[SampleRef, str]]) -> None:
+        self.tasks.extend(tasks)
+
+    def park(self, *task: object, **options: object) -> None:
+        self.parked.append(task)
+
+
+@pytest.fixture
+def runtime_and_cell(redis_url: str, database_url: str) -> tuple[WorkerRuntime, Recorder, CellRef]:
+    settings = settings_for(redis_url, database_url)
+    recorder = Recorder()
+    runtime = WorkerRuntime(settings, recorder, call=scripted_judge)
+    config = BatchConfig.model_validate(
+        {"judges": [{"model": "openai/scripted", "n": 2}], "dimensions": ["relevance"]}
+    )
+    batch_id = f"chord-{settings.queue}"
+    create_batch(runtime.sessions, batch_id, config, "test")
+    add_items(runtime.sessions, batch_id, [(0, Item(id="a", output="an answer"))])
+    start_batch(runtime.sessions, batch_id, n_items=1, n_dimensions=1)
+    return runtime, recorder, CellRef(batch_id, "a", "relevance")
+
+
+def test_a_task_delivered_twice_sends_no_second_callback(
+    runtime_and_cell: tuple[WorkerRuntime, Recorder, CellRef],
+) -> None:
+    runtime, recorder, cell = runtime_and_cell
+    try:
+        for sample in (0, 0, 1, 1, 0):  # every delivery of each task, in any order
+            outcome = runtime.loop.run(
+                judge_task(runtime, SampleRef(*cell, "openai/scripted", sample))
+            )
+            assert [s.result.score for s in outcome.samples] == [4.0]
+        assert recorder.callbacks == [cell]
+        assert [s.sample for s in list_samples(runtime.sessions, cell)] == [0, 1]
+        # The callback itself, run twice, writes one verdict.
+        first = aggregate_cell(runtime, cell)
+        again = aggregate_cell(runtime, cell)
+        assert first.verdict == again.verdict and first.verdict is not None
+        status = batch_status(runtime.sessions, cell.batch_id)
+        assert (status.n_verdicts, status.n_samples, status.status.value) == (1, 2, "completed")
+    finally:
+        runtime.close()
+
+
+def test_two_tasks_completing_a_cell_at_once_send_one_callback(
+    runtime_and_cell: tuple[WorkerRuntime, Recorder, CellRef],
+) -> None:
+    """Both last samples are stored before either counts: both find the cell complete, and the
+    claim lets exactly one of them send the callback."""
+    runtime, _, cell = runtime_and_cell
+    try:
+        for sample in (0, 1):
+            result = SampleResult(judge="openai/scripted", sample=sample, score=3.0)
+            record_samples(
+                runtime.sessions,
+                cell.batch_id,
+                cell.item_id,
+                [CellSample(dimension=cell.dimension, result=result)],
+            )
+        claimed: list[list[CellRef]] = []
+        barrier = threading.Barrier(4)
+
+        def finish() -> None:
+            barrier.wait()
+            claimed.append(claim_complete_cells(runtime, [cell]))
+
+        threads = [threading.Thread(target=finish) for _ in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(30)
+        assert sorted(len(c) for c in claimed) == [0, 0, 0, 1]
+    finally:
+        runtime.close()
+
+
+def test_a_claimed_callback_never_sent_is_healed_by_the_sweeper(
+    sqlite_workers: Settings, simulator: ManagedProcess
+) -> None:
+    """The worker that stored the cell's last sample claimed its callback and died before
+    sending it: the cell is complete, without a verdict. A running worker's sweeper
+    aggregates it."""
+    cell, model, _ = one_cell_batch(sqlite_workers, simulator, "heal")
+    sessions = session_factory(sqlite_workers.database_url)
+    samples = [
+        CellSample(
+            dimension=cell.dimension, result=SampleResult(judge=model, sample=i, score=2.0 + i)
+        )
+        for i in range(3)
+    ]
+    record_samples(sessions, cell.batch_id, cell.item_id, samples)
+    assert claim_callbacks(sessions, [(cell, 0)]) == [cell]
+    assert batch_status(sessions, cell.batch_id).n_verdicts == 0
+    wait_for(lambda: batch_status(sessions, cell.batch_id).status.finished, 30, "the sweeper")
+    assert_exactly_once(sqlite_workers, cell.batch_id)

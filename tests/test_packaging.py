@@ -1,0 +1,173 @@
+"""jury installs the ordinary Python way: one import name, a wheel that works anywhere, and
+commands that files in the current folder cannot hijack."""
+
+from __future__ import annotations
+
+import os
+import site
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import psutil
+import pytest
+
+from tests.conftest import ROOT
+
+pytestmark = pytest.mark.integration
+
+# Hostile files a user may well have in their folder: if jury imported any of them, the marker
+# would be written and the command would exit 99.
+HIJACKERS = ("worker.py", "schemas.py", "celery.py", "jury.py", "producer.py", "store.py")
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The wheel `pip wheel .` builds from this checkout, offline (no build isolation)."""
+    out = tmp_path_factory.mktemp("dist")
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--quiet",
+            "--no-deps",
+            "--no-build-isolation",
+            "--no-index",
+            "--wheel-dir",
+            str(out),
+            str(ROOT),
+        ],
+        check=True,
+        timeout=180,
+        capture_output=True,
+    )
+    (built,) = out.glob("*.whl")
+    return built
+
+
+def test_the_wheel_holds_one_package_and_its_data(wheel: Path) -> None:
+    assert wheel.name.startswith("jury_panel-")
+    names = zipfile.ZipFile(wheel).namelist()
+    top = {name.split("/")[0] for name in names}
+    dist_info = {t for t in top if t.endswith(".dist-info")}
+    assert top - dist_info == {"jury"}, f"top-level entries other than jury: {top}"
+    for data in ("jury/examples/demo.yaml", "jury/examples/demo_items.jsonl", "jury/py.typed"):
+        assert data in names
+    (metadata_name,) = [n for n in names if n.endswith(".dist-info/entry_points.txt")]
+    entry_points = zipfile.ZipFile(wheel).read(metadata_name).decode()
+    assert "jury = jury.producer.cli:main" in entry_points
+
+
+def _fresh_environment(folder: Path, wheel: Path) -> Path:
+    """A new virtual environment with the wheel installed and, offline, the dependencies that
+    .venv already has (its site-packages as a plain path entry: .venv's own editable jury
+    finder is a .pth there, which a plain path entry does not run)."""
+    env_dir = folder / "venv"
+    subprocess.run(
+        [sys.executable, "-m", "venv", "--without-pip", str(env_dir)], check=True, timeout=120
+    )
+    python = env_dir / "bin" / "python"
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "--python",
+            str(python),
+            "install",
+            "--quiet",
+            "--no-deps",
+            "--no-index",
+            str(wheel),
+        ],
+        check=True,
+        timeout=180,
+        capture_output=True,
+    )
+    purelib = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    (Path(purelib) / "dependencies.pth").write_text(
+        "\n".join(p for p in site.getsitepackages() if "site-packages" in p) + "\n"
+    )
+    return env_dir
+
+
+def _children_of(env_dir: Path) -> list[psutil.Process]:
+    found = []
+    for process in psutil.process_iter(["cmdline"]):
+        cmdline = " ".join(process.info["cmdline"] or [])
+        if str(env_dir) in cmdline:
+            found.append(process)
+    return found
+
+
+def test_installed_wheel_runs_the_demo_from_an_empty_folder(
+    wheel: Path, tmp_path: Path, redis_url: str
+) -> None:
+    env_dir = _fresh_environment(tmp_path, wheel)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")} | {
+        "JURY_BROKER_URL": redis_url,
+        "JURY_DATABASE_URL": f"sqlite:///{empty / 'jury.db'}",
+        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+    }
+    where = subprocess.run(
+        [str(env_dir / "bin" / "python"), "-c", "import jury; print(jury.__file__)"],
+        cwd=empty,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    assert where.startswith(str(env_dir)), f"jury imported from {where}, not the installed wheel"
+    done = subprocess.run(
+        [str(env_dir / "bin" / "jury"), "demo"],
+        cwd=empty,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "results are stored in" in done.stdout
+    assert "relevance" in done.stdout, "the verdict table names the demo's dimensions"
+    assert _children_of(env_dir) == [], "the demo left a process running"
+    version = subprocess.run(
+        [str(env_dir / "bin" / "jury"), "--version"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert version.startswith("jury 0.") and "celery" in version
+
+
+def test_files_in_the_current_folder_change_nothing(tmp_path: Path, redis_url: str) -> None:
+    folder = tmp_path / "project"
+    folder.mkdir()
+    marker = tmp_path / "hijacked"
+    for name in HIJACKERS:
+        (folder / name).write_text(
+            f"open({str(marker)!r}, 'a').write({name!r} + '\\n')\nraise SystemExit(99)\n"
+        )
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {
+        "JURY_BROKER_URL": redis_url,
+        "JURY_DATABASE_URL": f"sqlite:///{folder / 'jury.db'}",
+    }
+    jury = str(Path(sys.executable).parent / "jury")
+    done = subprocess.run(
+        [jury, "demo"], cwd=folder, env=env, capture_output=True, text=True, timeout=240
+    )
+    hijacked = marker.read_text() if marker.exists() else ""
+    assert hijacked == "", f"jury imported the folder's {hijacked!r}"
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "results are stored in" in done.stdout

@@ -1,0 +1,85 @@
+"""`jury worker` as a process: what it says when it starts, and its name among others."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from jury.producer.publishing import create_producer_app
+from jury.producer.services import ManagedProcess, wait_for
+from tests.conftest import settings_for, stop_workers, worker_env
+
+pytestmark = pytest.mark.integration
+# The default name of a worker started without -n (other tests name theirs jury-test-…).
+PLAIN = re.compile(r"^jury-\d+@")
+
+
+def test_two_plain_workers_on_one_host_get_distinct_names(tmp_path: Path, redis_url: str) -> None:
+    settings = settings_for(redis_url, f"sqlite:///{tmp_path / 'jury.db'}")
+    jury = str(Path(sys.executable).parent / "jury")
+    processes = []
+    for n in range(2):
+        log = tmp_path / f"worker{n}.log"
+        with log.open("wb") as out:
+            process = subprocess.Popen(
+                [jury, "worker"], env=worker_env(settings), stdout=out, stderr=subprocess.STDOUT
+            )
+        processes.append(ManagedProcess(f"worker{n}", process, log))
+    try:
+        app = create_producer_app(settings)
+        names: set[str] = set()
+
+        def both_answer() -> bool:
+            names.update(name for reply in app.control.ping(timeout=0.5) for name in reply)
+            return len([n for n in names if PLAIN.match(n)]) >= 2
+
+        wait_for(both_answer, 60, "two workers to answer a ping", poll=0.3)
+        ours = sorted(n for n in names if PLAIN.match(n))
+        assert len(ours) == len(set(ours)) == 2
+        # The start-up line says what runs, for bug reports.
+        assert "jury worker: jury " in processes[0].log_tail(200)
+        assert "celery 5." in processes[0].log_tail(200)
+    finally:
+        stop_workers(processes)
+
+
+def test_celerys_own_command_line_runs_a_worker(tmp_path: Path, redis_url: str) -> None:
+    """`celery -A jury.worker worker` with the engine pool, as Celery's users run workers."""
+    settings = settings_for(redis_url, f"sqlite:///{tmp_path / 'jury.db'}")
+    celery = str(Path(sys.executable).parent / "celery")
+    node = f"plain-celery-{settings.queue}@localhost"
+    env = worker_env(settings, CELERY_CUSTOM_WORKER_POOL="jury.worker.pool:EnginePool")
+    log = tmp_path / "celery.log"
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            [
+                celery,
+                "-A",
+                "jury.worker",
+                "worker",
+                "--pool",
+                "custom",
+                "-n",
+                node,
+                "--queues",
+                ",".join(settings.all_queues),
+                "--without-gossip",
+                "--without-mingle",
+            ],
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            cwd=tmp_path,
+        )
+    worker = ManagedProcess("celery", process, log)
+    try:
+        app = create_producer_app(settings)
+        wait_for(lambda: bool(app.control.ping(destination=[node], timeout=0.5)), 60, "the worker")
+        stats = app.control.inspect(destination=[node], timeout=2).stats() or {}
+        assert stats[node]["pool"]["implementation"] == "jury.worker.pool:EnginePool"
+    finally:
+        stop_workers([worker])
