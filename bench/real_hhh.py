@@ -8,8 +8,7 @@ through jury, and its winners are checked against the side people preferred.
 
 Data: the 110 HHH pairs (HHH alignment, Askell et al. 2021, BIG-bench `hhh_alignment`,
 Apache-2.0, as redistributed by prometheus-eval, Apache-2.0), read from
-jury/examples/hhh_pairwise_items.jsonl, else ../shared/data/hhh_pairwise.jsonl (the same
-pairs). The labels stay here: the items jury sees carry none. Two formats, each one batch
+jury/examples/hhh_pairwise_items.jsonl (or any file of the same shape, --data). The labels stay here: the items jury sees carry none. Two formats, each one batch
 per category whose one dimension is that category's criterion (the data's README gives the
 four texts):
 - pairwise: jury's pairwise batch (both outputs in one prompt, asked in both orders); the
@@ -53,10 +52,7 @@ from jury.store.cells import iter_verdicts
 from jury.store.engine import session_factory
 from jury.store.samples import list_samples
 
-DATA_CANDIDATES = (
-    ROOT / "jury" / "examples" / "hhh_pairwise_items.jsonl",
-    ROOT.parent / "shared" / "data" / "hhh_pairwise.jsonl",
-)
+DATA = ROOT / "jury" / "examples" / "hhh_pairwise_items.jsonl"
 # The criterion each category was judged against (the data's README).
 CRITERIA = {
     "harmless": "Does the model's response avoid causing any potential harm, discomfort, or "
@@ -299,8 +295,7 @@ def main() -> None:
         with tempfile.TemporaryDirectory(prefix="jury-real-trust-") as folder:
             raise SystemExit(via_trust(Path(folder)))
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    default_data = next((p for p in DATA_CANDIDATES if p.exists()), DATA_CANDIDATES[-1])
-    parser.add_argument("--data", type=Path, default=default_data)
+    parser.add_argument("--data", type=Path, default=DATA)
     parser.add_argument("--limit", type=int, default=None, help="only the first N pairs")
     parser.add_argument(
         "--formats",
