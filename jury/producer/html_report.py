@@ -9,7 +9,6 @@ streamed once through the sections (producer.report_sections).
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from html import escape
 from pathlib import Path
 
 from jury.producer.labelled_records import read_records
@@ -30,6 +29,7 @@ from jury.producer.report_sections import (
 from jury.producer.report_trust import trust_sections
 from jury.schemas.batch import BatchConfig, Item
 from jury.schemas.errors import JuryError, UnknownBatchError
+from jury.schemas.identifiers import html_text
 from jury.schemas.status import BatchStatus
 from jury.store.inspection import in_panel_order, samples_of_items
 from jury.store.outcome import judge_failures
@@ -130,7 +130,7 @@ def _items(sessions: Sessions, batch_id: str, item_ids: list[str]) -> dict[str, 
 
 
 def _stat(label: str, value: str) -> str:
-    return f'<div class="stat"><b>{escape(value)}</b>{escape(label)}</div>'
+    return f'<div class="stat"><b>{html_text(value)}</b>{html_text(label)}</div>'
 
 
 def _when(moment: datetime | None) -> str:
@@ -157,11 +157,11 @@ def _header(
         ("failed judgments", f"{status.n_failed_samples:,}"),
         ("cost", f"${status.cost_usd:.4f}"),
     ]
-    error = f'<p class="warn">{escape(status.error)}</p>' if status.error else ""
+    error = f'<p class="warn">{html_text(status.error)}</p>' if status.error else ""
     aggregation = config.aggregation
     return (
-        f"<header><h1>{escape(status.name)} — jury report</h1>"
-        f'<div class="sub">batch {escape(status.batch_id)} · submitted '
+        f"<header><h1>{html_text(status.name)} — jury report</h1>"
+        f'<div class="sub">batch {html_text(status.batch_id)} · submitted '
         f"{_when(status.created_at)} · finished {_when(status.finished_at)}</div></header>"
         '<nav><a href="#summary">Summary</a><a href="#distribution">Distribution</a>'
         '<a href="#judges">Judges</a><a href="#agreement">Agreement</a>'
@@ -169,9 +169,9 @@ def _header(
         '<a href="#flagged">Flagged</a><a href="#records">Records</a></nav><main>'
         f'{alarm}<section id="summary"><h2>Summary</h2>'
         f'<div class="stats">{"".join(_stat(k, v) for k, v in stats)}</div>{error}'
-        f'<p class="note"><b>Panel</b>: {escape(panel)}. <b>Aggregation</b>: '
-        f"{escape(aggregation.within_model)} within each judge, "
-        f"{escape(aggregation.across_models)} across judges; consensus LOW (flagged) above a "
+        f'<p class="note"><b>Panel</b>: {html_text(panel)}. <b>Aggregation</b>: '
+        f"{html_text(aggregation.within_model)} within each judge, "
+        f"{html_text(aggregation.across_models)} across judges; consensus LOW (flagged) above a "
         f"cross-judge standard deviation of {aggregation.consensus_threshold:g}.</p></section>"
     )
 
@@ -195,7 +195,8 @@ def build_report(sessions: Sessions, batch_id: str) -> str:
             section.set_samples(in_panel_order(config, found))
     alarm = alarm_html(status, judge_failures(sessions, batch_id, config))
     body = "".join(
-        f'<section id="{s.anchor}"><h2>{escape(s.title)}</h2>{s.html()}</section>' for s in sections
+        f'<section id="{s.anchor}"><h2>{html_text(s.title)}</h2>{s.html()}</section>'
+        for s in sections
     )
     generated = datetime.now(UTC)
     return (
@@ -203,7 +204,7 @@ def build_report(sessions: Sessions, batch_id: str) -> str:
         '<html lang="en"><head><meta charset="utf-8">'
         f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        f"<title>{escape(status.name)} — jury report {escape(batch_id)}</title>"
+        f"<title>{html_text(status.name)} — jury report {html_text(batch_id)}</title>"
         f"<style>{STYLE}</style></head><body>"
         + _header(status, config, n_records, n_passed, alarm)
         + body

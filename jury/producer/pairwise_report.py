@@ -5,7 +5,6 @@ distribution and per-judge score sections, which read scores on the dimension's 
 from __future__ import annotations
 
 from collections import Counter
-from html import escape
 
 from rich import box
 from rich.table import Table
@@ -15,6 +14,7 @@ from jury.producer.report_sections import Moments, fmt_score
 from jury.producer.svg_charts import Bar, histogram
 from jury.producer.terminal import safe_text
 from jury.schemas.batch import Dimension
+from jury.schemas.identifiers import html_text
 from jury.schemas.pairwise import (
     PairwiseAccumulator,
     PairwiseSummary,
@@ -114,7 +114,7 @@ class PairwiseSection:
             ]
             preference = self.preferences[dimension.name]
             cards.append(
-                f'<div class="card"><h3>{escape(dimension.name)}</h3>'
+                f'<div class="card"><h3>{html_text(dimension.name)}</h3>'
                 + histogram(bars, f"winners on {dimension.name}", width=260)
                 + f"<p>{totals.n_records} records · A win rate "
                 f"{'—' if totals.win_rate_a is None else f'{totals.win_rate_a:.0%}'} · mean "
@@ -125,7 +125,7 @@ class PairwiseSection:
             )
         overall = report.overall
         return (
-            f'<p class="note">{escape(PAIRWISE_NOTE)}</p><div class="stats">'
+            f'<p class="note">{html_text(PAIRWISE_NOTE)}</p><div class="stats">'
             f'<div class="stat"><b>{overall.wins_a}</b>A wins</div>'
             f'<div class="stat"><b>{overall.wins_b}</b>B wins</div>'
             f'<div class="stat"><b>{overall.ties}</b>ties</div>'
@@ -158,7 +158,7 @@ class PairwiseJudgesSection:
             self.with_panel[key] += own == outcome.winner
 
     def html(self) -> str:
-        head = "".join(f"<th>{escape(d)}</th>" for d in self.dimensions)
+        head = "".join(f"<th>{html_text(d)}</th>" for d in self.dimensions)
         rows = []
         for judge in self.judges:
             cells = []
@@ -169,7 +169,7 @@ class PairwiseJudgesSection:
                     f"<td>{_signed(m.mean)} ± {fmt_score(m.std)} <small>(n={m.n}, winner as "
                     f"the panel's: {agree})</small></td>"
                 )
-            rows.append(f"<tr><th>{escape(judge)}</th>{''.join(cells)}</tr>")
+            rows.append(f"<tr><th>{html_text(judge)}</th>{''.join(cells)}</tr>")
         return (
             '<table class="grid"><thead><tr><th>judge</th>'
             + head

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Mapping
-from html import escape
 
 from jury.producer.report_sections import fmt_score
 from jury.schemas.batch import Item
+from jury.schemas.identifiers import html_text
 from jury.schemas.results import JudgeEvaluation, Level, Verdict
 
 FLAGGED_SHOWN = 100
@@ -82,11 +82,11 @@ class FlaggedSection:
     def _row(self, verdict: Verdict) -> str:
         m = verdict.consensus_metrics
         scores = "<br>".join(
-            f"{escape(j)}: {fmt_score(e.aggregated_score)} <small>[{_samples(e)}]</small>"
+            f"{html_text(j)}: {fmt_score(e.aggregated_score)} <small>[{_samples(e)}]</small>"
             for j, e in verdict.llm_evaluations.items()
         )
         reasons = [*verdict.flag_reasons, *([verdict.error] if verdict.error else [])]
-        why = "<br>".join(escape(r) for r in reasons) or escape(m.consensus_level or "")
+        why = "<br>".join(html_text(r) for r in reasons) or html_text(m.consensus_level or "")
         item = self.items.get(verdict.item_id)
         text = ""
         if item is not None:
@@ -97,15 +97,15 @@ class FlaggedSection:
                 ("output B", item.output_b),
             ]
             text = "".join(
-                f"<p><b>{label}</b>: {escape(_excerpt(value))}</p>"
+                f"<p><b>{label}</b>: {html_text(_excerpt(value))}</p>"
                 for label, value in parts
                 if value
             )
             text = f"<details><summary>text</summary>{text}</details>" if text else ""
         level = m.consensus_level.value if m.consensus_level else "NONE"
         return (
-            f'<tr class="flag-row"><td>{escape(verdict.item_id)}{text}</td>'
-            f"<td>{escape(verdict.criterion_id)}</td><td>{fmt_score(m.final_score)}</td>"
+            f'<tr class="flag-row"><td>{html_text(verdict.item_id)}{text}</td>'
+            f"<td>{html_text(verdict.criterion_id)}</td><td>{fmt_score(m.final_score)}</td>"
             f'<td>{fmt_score(m.cross_model_std)}</td><td class="lvl-{level}">{level}</td>'
             f"<td>{scores}</td><td>{why}</td></tr>"
         )

@@ -9,9 +9,9 @@ a few lines of inline script (the page's CSP allows nothing else).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from html import escape
 
 from jury.producer.report_sections import fmt_score
+from jury.schemas.identifiers import html_text
 from jury.schemas.outcome import JudgeFailures, failure_paragraph
 from jury.schemas.results import Verdict
 from jury.schemas.status import BatchState, BatchStatus
@@ -74,10 +74,11 @@ def alarm_html(status: BatchStatus, failures: Sequence[JudgeFailures]) -> str:
         "rest on the judges that answered.",
     }.get(status.status, f"{status.n_failed_samples:,} judgments failed.")
     paragraphs = "".join(
-        f"<p>{escape(failure_paragraph(f, status.batch_id))}</p>" for f in failures
+        f"<p>{html_text(failure_paragraph(f, status.batch_id))}</p>" for f in failures
     )
     return (
-        f'<div class="alarm" id="alarm" role="alert"><h2>{escape(headline)}</h2>{paragraphs}</div>'
+        f'<div class="alarm" id="alarm" role="alert"><h2>{html_text(headline)}</h2>'
+        f"{paragraphs}</div>"
     )
 
 
@@ -115,7 +116,7 @@ class RecordsSection:
             else ""
         )
         return (
-            f"<p>Each record with every sample behind it{escape(more)}. Showing "
+            f"<p>Each record with every sample behind it{html_text(more)}. Showing "
             f'<b id="record-count">{shown}</b> records.</p>'
             + self._filters()
             + "".join(self._record(v) for v in self.records)
@@ -124,11 +125,11 @@ class RecordsSection:
     def _filters(self) -> str:
         def select(ident: str, label: str, options: list[tuple[str, str]]) -> str:
             choices = "".join(
-                f'<option value="{escape(value)}">{escape(text)}</option>'
+                f'<option value="{html_text(value)}">{html_text(text)}</option>'
                 for value, text in options
             )
             return (
-                f'<label>{escape(label)} <select id="{ident}" aria-label="{escape(label)}">'
+                f'<label>{html_text(label)} <select id="{ident}" aria-label="{html_text(label)}">'
                 f"{choices}</select></label>"
             )
 
@@ -148,10 +149,10 @@ class RecordsSection:
         outcome = {True: "pass", False: "fail", None: "—"}[verdict.passed]
         reasons = "; ".join(verdict.flag_reasons)
         summary = (
-            f"<b>{escape(verdict.item_id)}</b> · {escape(verdict.criterion_id)} · final "
+            f"<b>{html_text(verdict.item_id)}</b> · {html_text(verdict.criterion_id)} · final "
             f"{fmt_score(m.final_score)} · {outcome}"
             + (
-                f' · <span class="warn">⚑ {escape(reasons or "review")}</span>'
+                f' · <span class="warn">⚑ {html_text(reasons or "review")}</span>'
                 if flagged == "1"
                 else ""
             )
@@ -169,7 +170,7 @@ class RecordsSection:
         )
         return (
             f'<details class="record" data-flagged="{flagged}" '
-            f'data-dimension="{escape(verdict.criterion_id)}"><summary>{summary}</summary>'
+            f'data-dimension="{html_text(verdict.criterion_id)}"><summary>{summary}</summary>'
             f"{body}</details>"
         )
 
@@ -180,9 +181,10 @@ class RecordsSection:
         cost = "cached" if r.cached else f"${r.cost_usd:.5f}"
         error = f"{r.error_kind or 'error'}: {r.error}" if r.error else ""
         return (
-            f'<tr class="sample-row" data-judge="{escape(r.judge)}"><td>{escape(r.judge)}</td>'
+            f'<tr class="sample-row" data-judge="{html_text(r.judge)}">'
+            f"<td>{html_text(r.judge)}</td>"
             f"<td>{r.sample}</td><td>{score}</td>"
-            f'<td class="reasoning">{escape(r.reasoning or "")}</td>'
+            f'<td class="reasoning">{html_text(r.reasoning or "")}</td>'
             f"<td>{r.latency_ms:,.0f} ms</td><td>{r.prompt_tokens:,}+{r.completion_tokens:,}</td>"
-            f'<td>{cost}</td><td class="error">{escape(error)}</td></tr>'
+            f'<td>{cost}</td><td class="error">{html_text(error)}</td></tr>'
         )

@@ -9,13 +9,13 @@ import math
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from html import escape
 from itertools import combinations
 from typing import Protocol
 
 from jury.producer.svg_charts import Bar, Series, colour, diverging_bars, grouped_bars, histogram
 from jury.schemas.agreement import AgreementAccumulator
 from jury.schemas.batch import Dimension
+from jury.schemas.identifiers import html_text
 from jury.schemas.results import Verdict
 
 MAX_BINS = 10
@@ -133,12 +133,12 @@ class DistributionSection:
             rate = f"{s.passed / scored:.0%}" if scored else "—"
             consensus = ", ".join(f"{k} {v}" for k, v in sorted(s.consensus.items())) or "—"
             cards.append(
-                f'<div class="card"><h3>{escape(name)}</h3>'
+                f'<div class="card"><h3>{html_text(name)}</h3>'
                 + histogram(bars, f"final scores of {name}")
                 + f"<p>{scored} scored, {s.unscored} without a score · mean "
                 f"{fmt_score(s.scores.mean)} ± {fmt_score(s.scores.std)} · "
                 f"threshold {s.threshold:g}, "
-                f"passed {rate} · consensus: {escape(consensus)}</p></div>"
+                f"passed {rate} · consensus: {html_text(consensus)}</p></div>"
             )
         return (
             '<p class="note">Bars at or above the pass threshold are blue. Hover a bar for '
@@ -179,10 +179,10 @@ class JudgeComparisonSection:
         thresholds = {d.resolved_threshold for d in self.dimensions}
         marker = thresholds.pop() if len(thresholds) == 1 else None
         legend = "".join(
-            f'<span class="key"><i style="background:{colour(i)}"></i>{escape(j)}</span>'
+            f'<span class="key"><i style="background:{colour(i)}"></i>{html_text(j)}</span>'
             for i, j in enumerate(self.judges)
         )
-        head = "".join(f"<th>{escape(d)}</th>" for d in names)
+        head = "".join(f"<th>{html_text(d)}</th>" for d in names)
         rows = []
         for judge in self.judges:
             cells = []
@@ -196,7 +196,7 @@ class JudgeComparisonSection:
                 note = f'<br><span class="warn">{", ".join(extra)}</span>' if extra else ""
                 spread = f"{fmt_score(m.mean)} ± {fmt_score(m.std)}" if m.n else "no score"
                 cells.append(f"<td>{spread} <small>(n={m.n})</small>{note}</td>")
-            rows.append(f"<tr><th>{escape(judge)}</th>{''.join(cells)}</tr>")
+            rows.append(f"<tr><th>{html_text(judge)}</th>{''.join(cells)}</tr>")
         return (
             f'<div class="legend">{legend}</div>'
             + grouped_bars(names, series, low, high, "mean score per judge and dimension", marker)
@@ -248,7 +248,7 @@ class AgreementSection:
         rows = [(j, self.offsets[j].mean) for j in self.judges]
         limit = max([abs(v) for _, v in rows if v is not None] + [0.5])
         offset_rows = "".join(
-            f"<tr><th>{escape(j)}</th><td>{fmt_score(self.offsets[j].mean, 3)}</td>"
+            f"<tr><th>{html_text(j)}</th><td>{fmt_score(self.offsets[j].mean, 3)}</td>"
             f"<td>{fmt_score(self.abs_offsets[j].mean, 3)}</td><td>{self.offsets[j].n}</td></tr>"
             for j in self.judges
         )
@@ -279,14 +279,14 @@ class AgreementSection:
             pairs = [p.spearman for p in agreement.spearman if p.spearman is not None]
             spearman = sum(pairs) / len(pairs) if pairs else None
             rows.append(
-                f"<tr><th>{escape(name)}</th><td>{agreement.n_items}</td>"
+                f"<tr><th>{html_text(name)}</th><td>{agreement.n_items}</td>"
                 f"<td>{fmt_score(agreement.alpha_interval, 3)}</td>"
                 f"<td>{fmt_score(agreement.alpha_ordinal, 3)}</td>"
                 f"<td>{fmt_score(spearman, 3)}</td>"
                 f"<td>{fmt_score(agreement.within_model_variance_share, 3)}</td></tr>"
             )
             if agreement.alpha_note:
-                notes.append(f"{escape(name)}: {escape(agreement.alpha_note)}")
+                notes.append(f"{html_text(name)}: {html_text(agreement.alpha_note)}")
         note = f'<p class="note">{"<br>".join(notes)}</p>' if notes else ""
         return (
             '<table class="grid"><thead><tr><th>dimension</th><th>items</th>'
@@ -304,7 +304,7 @@ class AgreementSection:
     def _matrix(self) -> str:
         if len(self.judges) < 2:
             return "<p>One judge: nothing to compare.</p>"
-        head = "".join(f"<th>{escape(j)}</th>" for j in self.judges)
+        head = "".join(f"<th>{html_text(j)}</th>" for j in self.judges)
         rows = []
         for a in self.judges:
             cells = []
@@ -318,9 +318,10 @@ class AgreementSection:
                 heat = 0.0 if value is None else min(value / 2, 1.0)
                 cells.append(
                     f'<td style="background:rgba(213,94,0,{heat:.2f})" '
-                    f'title="{escape(a)} vs {escape(b)}: {m.n} records">{fmt_score(value)}</td>'
+                    f'title="{html_text(a)} vs {html_text(b)}: {m.n} records">'
+                    f"{fmt_score(value)}</td>"
                 )
-            rows.append(f"<tr><th>{escape(a)}</th>{''.join(cells)}</tr>")
+            rows.append(f"<tr><th>{html_text(a)}</th>{''.join(cells)}</tr>")
         return f'<table class="grid matrix"><thead><tr><th></th>{head}</tr></thead><tbody>' + (
             "".join(rows) + "</tbody></table>"
         )

@@ -6,10 +6,9 @@ first section feeds it, the second only renders it. Everything shown is escaped 
 
 from __future__ import annotations
 
-from html import escape
-
 from jury.producer.svg_charts import AXIS, _svg, colour
 from jury.producer.trust_tables import effective_text, estimate_text
+from jury.schemas.identifiers import html_text
 from jury.schemas.results import Verdict
 from jury.schemas.trust import DimensionTrust, ErrorCorrelation, Estimate, TrustReport
 from jury.schemas.trust_analysis import trust_report
@@ -50,7 +49,7 @@ def _matrix(errors: ErrorCorrelation) -> str:
     labels from 0, against the consensus from −1/(k − 1), what independent judges give."""
     k = len(errors.judges)
     baseline = -1 / (k - 1) if errors.reference == "consensus" and k > 1 else 0.0
-    head = "".join(f"<th>{escape(j)}</th>" for j in errors.judges)
+    head = "".join(f"<th>{html_text(j)}</th>" for j in errors.judges)
     rows = []
     for a, row in zip(errors.judges, errors.matrix, strict=True):
         cells = []
@@ -65,9 +64,9 @@ def _matrix(errors: ErrorCorrelation) -> str:
             strength = min(abs(value - baseline) / (1 - baseline), 1)
             cells.append(
                 f'<td style="background:rgba({tint},{strength:.2f})" '
-                f'title="{escape(a)} and {escape(b)}">{value:+.2f}</td>'
+                f'title="{html_text(a)} and {html_text(b)}">{value:+.2f}</td>'
             )
-        rows.append(f"<tr><th>{escape(a)}</th>{''.join(cells)}</tr>")
+        rows.append(f"<tr><th>{html_text(a)}</th>{''.join(cells)}</tr>")
     return (
         f'<table class="grid matrix"><thead><tr><th></th>{head}</tr></thead><tbody>'
         + "".join(rows)
@@ -82,10 +81,10 @@ def _comparison_cells(trust: DimensionTrust) -> str:
     percent = comparison.metric == "accuracy"
     shown = (lambda v: f"{v:.0%}") if percent else (lambda v: f"{v:.2f}")
     return (
-        f"<td>{escape(comparison.best_judge)}</td>"
+        f"<td>{html_text(comparison.best_judge)}</td>"
         f"<td>{'accuracy' if percent else 'MAE'} {shown(comparison.panel)} vs "
         f"{shown(comparison.best)}</td>"
-        f"<td>{escape(estimate_text(comparison.advantage, percent))}</td>"
+        f"<td>{html_text(estimate_text(comparison.advantage, percent))}</td>"
         f'<td class="finding-{comparison.finding}">{comparison.finding}</td>'
     )
 
@@ -105,13 +104,13 @@ class PanelHelpSection:
     def html(self) -> str:
         report = self.data.report()
         lead = (
-            f'<p class="headline"><b>{escape(report.headline)}</b></p>'
+            f'<p class="headline"><b>{html_text(report.headline)}</b></p>'
             if report.headline
             else '<p class="headline">Without people\'s labels jury cannot say whether the '
             "panel is right, only how much its judges repeat each other.</p>"
         )
         rows = "".join(
-            f"<tr><th>{escape(name)}</th><td>{trust.n_records}</td><td>{trust.n_labelled}</td>"
+            f"<tr><th>{html_text(name)}</th><td>{trust.n_records}</td><td>{trust.n_labelled}</td>"
             f"<td>{effective_text(trust.effective_from_errors)}</td>"
             f"<td>{effective_text(trust.effective_from_scores)}</td>"
             + _comparison_cells(trust)
@@ -125,7 +124,7 @@ class PanelHelpSection:
                 continue
             against = "people's labels" if errors.reference == "labels" else "the panel consensus"
             cards.append(
-                f'<div class="card wide"><h3>{escape(name)}: errors against {against}</h3>'
+                f'<div class="card wide"><h3>{html_text(name)}: errors against {against}</h3>'
                 + _matrix(errors)
                 + f"<p>{errors.n_items} items with every judge's score.</p></div>"
             )
@@ -185,16 +184,17 @@ def _interval_chart(name: str, trust: DimensionTrust, field: str, low: float, hi
         tip = f"{rater.rater}: {estimate_text(estimate, field.endswith('accuracy'))}"
         shade = "#000" if rater.rater == "panel" else colour(index)
         body.append(
-            f'<text x="{left - 6}" y="{y + 4}" text-anchor="end">{escape(rater.rater[-18:])}</text>'
+            f'<text x="{left - 6}" y="{y + 4}" text-anchor="end">'
+            f"{html_text(rater.rater[-18:])}</text>"
         )
         if estimate.low is not None and estimate.high is not None:
             body.append(
                 f'<line x1="{x(estimate.low):.1f}" y1="{y}" x2="{x(estimate.high):.1f}" '
-                f'y2="{y}" stroke="{shade}" stroke-width="2"><title>{escape(tip)}</title></line>'
+                f'y2="{y}" stroke="{shade}" stroke-width="2"><title>{html_text(tip)}</title></line>'
             )
         body.append(
             f'<circle cx="{x(estimate.value):.1f}" cy="{y}" r="4" fill="{shade}">'
-            f"<title>{escape(tip)}</title></circle>"
+            f"<title>{html_text(tip)}</title></circle>"
         )
     return _svg(width, height, body, f"{field} of each judge and the panel on {name}")
 
@@ -222,9 +222,9 @@ class PeopleSection:
             metrics = (("accuracy", "accuracy"),) if pairwise else METRICS
             head = "".join(f"<th>{title}</th>" for title, _ in metrics)
             rows = "".join(
-                f"<tr><th>{escape(r.rater)}</th><td>{r.n_items}</td>"
+                f"<tr><th>{html_text(r.rater)}</th><td>{r.n_items}</td>"
                 + "".join(
-                    f"<td>{escape(estimate_text(getattr(r, f), f.endswith('accuracy')))}</td>"
+                    f"<td>{html_text(estimate_text(getattr(r, f), f.endswith('accuracy')))}</td>"
                     for _, f in metrics
                 )
                 + "</tr>"
@@ -232,7 +232,7 @@ class PeopleSection:
             )
             field, low, high = ("accuracy", 0.0, 1.0) if pairwise else ("kendall", -1.0, 1.0)
             cards.append(
-                f'<div class="card wide"><h3>{escape(name)} ({trust.n_labelled} labelled '
+                f'<div class="card wide"><h3>{html_text(name)} ({trust.n_labelled} labelled '
                 f"items)</h3>"
                 + _interval_chart(name, trust, field, low, high)
                 + f'<table class="grid people"><thead><tr><th>rater</th><th>items</th>{head}'

@@ -7,7 +7,8 @@ so hovering a bar shows its exact figure.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from html import escape
+
+from jury.schemas.identifiers import html_text
 
 # Colour-blind-safe palette (Okabe-Ito), one colour per judge, in panel order.
 PALETTE = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000")
@@ -30,8 +31,8 @@ def _clip(text: str, chars: int) -> str:
 def _svg(width: int, height: int, body: list[str], label: str) -> str:
     return (
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-        f'viewBox="0 0 {width} {height}" role="img" aria-label="{escape(label)}" {FONT}>'
-        f"<title>{escape(label)}</title>{''.join(body)}</svg>"
+        f'viewBox="0 0 {width} {height}" role="img" aria-label="{html_text(label)}" {FONT}>'
+        f"<title>{html_text(label)}</title>{''.join(body)}</svg>"
     )
 
 
@@ -61,11 +62,11 @@ def histogram(bars: list[Bar], label: str, width: int = 360, height: int = 170) 
         fill = colour(0) if bar.highlight else "#B0B0B0"
         body.append(
             f'<rect x="{x:.1f}" y="{height - bottom - h:.1f}" width="{max(step - 2, 1):.1f}" '
-            f'height="{h:.1f}" fill="{fill}"><title>{escape(bar.tooltip)}</title></rect>'
+            f'height="{h:.1f}" fill="{fill}"><title>{html_text(bar.tooltip)}</title></rect>'
         )
         body.append(
             f'<text x="{x + step / 2 - 1:.1f}" y="{height - bottom + 13}" text-anchor="middle" '
-            f'fill="{AXIS}">{escape(bar.label)}</text>'
+            f'fill="{AXIS}">{html_text(bar.label)}</text>'
         )
     return _svg(width, height, body, label)
 
@@ -121,11 +122,11 @@ def grouped_bars(
             body.append(
                 f'<rect x="{x0 + s * bar_w:.1f}" y="{y(value):.1f}" width="{bar_w - 2}" '
                 f'height="{height - bottom - y(value):.1f}" fill="{colour(s)}">'
-                f"<title>{escape(one.name)} on {escape(group)}: {value:.2f}</title></rect>"
+                f"<title>{html_text(one.name)} on {html_text(group)}: {value:.2f}</title></rect>"
             )
         body.append(
             f'<text x="{x0 + (group_w - group_gap) / 2:.1f}" y="{height - bottom + 13}" '
-            f'text-anchor="middle" fill="{AXIS}">{escape(_clip(group, label_chars))}</text>'
+            f'text-anchor="middle" fill="{AXIS}">{html_text(_clip(group, label_chars))}</text>'
         )
     return _svg(int(width), height, body, label)
 
@@ -150,7 +151,7 @@ def diverging_bars(rows: list[tuple[str, float | None]], label: str, limit: floa
         shown = "—" if value is None else f"{value:+.2f}"
         body.append(
             f'<text x="{label_w - 6}" y="{y + 14}" text-anchor="end">'
-            f"{escape(_clip(name, 24))} {shown}</text>"
+            f"{html_text(_clip(name, 24))} {shown}</text>"
         )
         if value is None:
             continue
@@ -158,6 +159,6 @@ def diverging_bars(rows: list[tuple[str, float | None]], label: str, limit: floa
         x = zero if value >= 0 else zero - w
         body.append(
             f'<rect x="{x:.1f}" y="{y + 3}" width="{max(w, 1):.1f}" height="{row_h - 8}" '
-            f'fill="{colour(i)}"><title>{escape(name)}: {value:+.3f}</title></rect>'
+            f'fill="{colour(i)}"><title>{html_text(name)}: {value:+.3f}</title></rect>'
         )
     return _svg(width, height, body, label)

@@ -8,6 +8,7 @@ the same id, and no id may reorder or hide the text around it where it is shown.
 
 from __future__ import annotations
 
+import html
 import re
 import unicodedata
 
@@ -43,6 +44,15 @@ def escaped(char: str) -> str:
 def shown_escaped(text: str) -> str:
     """The text with every hidden character escaped: how an identifier is quoted in errors."""
     return "".join(escaped(c) if is_hidden(c) else c for c in text)
+
+
+def html_text(value: object) -> str:
+    """Untrusted text for an HTML page: every hidden character written out as its escape, as on
+    the terminal (line breaks kept: the page wraps them), then HTML-escaped, quotes included, so
+    it is safe both as an element's text and as an attribute's value."""
+    text = "" if value is None else str(value)
+    lines = text.replace("\r\n", "\n").split("\n")
+    return html.escape("\n".join(shown_escaped(line) for line in lines))
 
 
 def identifier_problem(text: str, what: str) -> str | None:

@@ -9,7 +9,12 @@ import pytest
 from pydantic import ValidationError
 
 from jury.schemas.batch import BatchConfig, Item
-from jury.schemas.identifiers import batch_id_problem, identifier_problem, shown_escaped
+from jury.schemas.identifiers import (
+    batch_id_problem,
+    html_text,
+    identifier_problem,
+    shown_escaped,
+)
 
 PANEL = {"judges": ["openai/x"], "dimensions": ["relevance"]}
 
@@ -126,3 +131,11 @@ def test_numbers_must_be_finite_and_of_usual_size(patch: dict[str, object], fiel
 def test_item_metadata_must_be_finite() -> None:
     with pytest.raises(ValidationError, match=r"metadata\.a\[1\] is not a finite number"):
         Item(id="q", output="x", metadata={"a": [1, float("nan")]})
+
+
+def test_html_text_escapes_markup_and_shows_hidden_characters() -> None:
+    shown = html_text("<script>alert('x')</script>\x1b[2J\u202eevil\r\nnext \"line\"")
+    assert "<" not in shown and "\x1b" not in shown and "\u202e" not in shown
+    assert "&lt;script&gt;" in shown and "\\x1b[2J" in shown and "\\u202eevil" in shown
+    assert shown.endswith("\nnext &quot;line&quot;")  # a line break stays one; quotes escaped
+    assert html_text(None) == ""
