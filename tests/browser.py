@@ -74,3 +74,12 @@ def full_page_screenshot(driver: Any, path: Path) -> bytes:
     driver.save_screenshot(str(path))
     driver.set_window_size(*WINDOW)
     return path.read_bytes()
+
+
+def open_summary(driver: Any, element: Any) -> None:
+    """Opens a `<details>` by its `<summary>`, as a click would. A real click can land on
+    whatever covers the summary at that moment (a sticky header, a page still laying out on a
+    loaded machine: ElementClickInterceptedException in CI); the element's own click() cannot."""
+    driver.execute_script(
+        "arguments[0].scrollIntoView({block: 'center'}); arguments[0].click()", element
+    )

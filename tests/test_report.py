@@ -18,7 +18,7 @@ from selenium.webdriver.common.by import By
 from jury.producer.cli import jury as cli
 from jury.producer.services import ManagedProcess
 from jury.schemas.settings import Settings
-from tests.browser import chromium_driver, console_errors, full_page_screenshot
+from tests.browser import chromium_driver, console_errors, full_page_screenshot, open_summary
 from tests.conftest import worker_env
 from tests.test_cli import jury
 
@@ -123,7 +123,7 @@ def test_progress_then_report_in_a_browser(
     assert browser.execute_script("return window.__pwned") is None
     assert browser.execute_script("return performance.getEntriesByType('resource').length") == 0
     evil_row = next(r for r in rows if r.text.startswith("evil"))
-    evil_row.find_element(By.TAG_NAME, "summary").click()
+    open_summary(browser, evil_row.find_element(By.TAG_NAME, "summary"))
     assert "<script>window.__pwned = 1</script>" in evil_row.text  # shown, as text
 
     browser.find_element(By.ID, "flag-filter").send_keys("evil")
@@ -153,7 +153,7 @@ def check_record_view(browser: Any, reasoning: list[str]) -> None:
     records = browser.find_elements(By.CSS_SELECTOR, "#records details.record")
     assert len(records) == N_ITEMS * 2
     first = records[0]
-    first.find_element(By.TAG_NAME, "summary").click()
+    open_summary(browser, first.find_element(By.TAG_NAME, "summary"))
     rows = first.find_elements(By.CSS_SELECTOR, "tr.sample-row")
     assert len(rows) == SAMPLES_PER_CELL
     shown = [r.find_element(By.CSS_SELECTOR, "td.reasoning").text for r in rows]
