@@ -17,8 +17,12 @@ $(STAMP): requirements.lock pyproject.toml
 demo: $(STAMP)
 	$(BIN)/jury demo
 
+# The suite mostly waits (on worker processes, simulated latency, timeouts), so it runs in
+# TEST_PROCESSES processes at once (pytest-xdist; each its own Redis database and workers),
+# a test file per process. TEST_PROCESSES=0 runs it in this one process.
+TEST_PROCESSES ?= 3
 test: $(STAMP) lint
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q $(if $(filter 0,$(TEST_PROCESSES)),,-n $(TEST_PROCESSES) --dist loadfile)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

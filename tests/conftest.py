@@ -28,7 +28,9 @@ from jury.store.engine import dispose_all
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 ROOT = Path(__file__).resolve().parent.parent
 # A Redis database number of our own on a shared server; flushed before and after the run.
-TEST_REDIS_DB = int(os.environ.get("JURY_TEST_REDIS_DB", "11"))
+# Each pytest-xdist worker (gw0, gw1, …) takes the next number, so none flushes another's.
+_XDIST_INDEX = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw") or 0)
+TEST_REDIS_DB = int(os.environ.get("JURY_TEST_REDIS_DB", "11")) + _XDIST_INDEX
 PG_ADMIN_URL = os.environ.get(
     "JURY_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 )

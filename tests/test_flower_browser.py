@@ -78,6 +78,21 @@ def flower(tmp_path: Path, logs_dir: Path, redis_url: str) -> Iterator[tuple[Flo
     managed.stop(grace=5)
 
 
+def watched_by_flower(server: Flower, settings: Settings, worker: ManagedProcess) -> None:
+    """Returns once Flower lists `worker` and the worker sends task events. Flower turns
+    events on by sending Celery's enable_events to every worker every 5 s, and a worker sends
+    none before: a batch submitted earlier could finish unseen. Here it is done at once, as
+    Flower does it, to know when it is done."""
+    node = f"{worker.name}@localhost"
+    wait_for(lambda: server.answers("/workers?json=1", node), 60, "Flower to see the worker")
+    control = create_producer_app(settings).control
+    wait_for(
+        lambda: bool(control.broadcast("enable_events", destination=[node], reply=True, timeout=1)),
+        30,
+        "the worker's task events",
+    )
+
+
 def test_flower_shows_jury_tasks_and_workers(
     tmp_path: Path,
     flower: tuple[Flower, Settings],
@@ -91,17 +106,8 @@ def test_flower_shows_jury_tasks_and_workers(
         "OPENAI_API_KEY": f"sk-openai-planted-{secrets.token_hex(12)}",
     }
     [worker] = start_workers(settings, **keys)
+    watched_by_flower(server, settings, worker)
     node = f"{worker.name}@localhost"
-    # Flower sees the worker, and turns its task events on (it sends Celery's enable_events to
-    # every worker every 5 s; a worker sends none before): events flow before we submit.
-    wait_for(lambda: server.answers("/workers?json=1", node), 60, "Flower to see the worker")
-    # Flower does so within 5 s; here at once, as Flower does it, to know when it is done.
-    control = create_producer_app(settings).control
-    wait_for(
-        lambda: bool(control.broadcast("enable_events", destination=[node], reply=True, timeout=1)),
-        30,
-        "the worker's task events",
-    )
     assert server.get("/workers", auth=False)[0] == 401, "Flower must ask for its login"
 
     judges = [

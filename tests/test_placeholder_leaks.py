@@ -16,7 +16,7 @@ from jury.producer.services import ManagedProcess, free_port, wait_for
 from jury.schemas.settings import Settings
 from tests.conftest import WorkerStarter, worker_env
 from tests.test_cli import jury
-from tests.test_flower_browser import Flower, flower  # noqa: F401 (the fixture)
+from tests.test_flower_browser import Flower, flower, watched_by_flower  # noqa: F401 (the fixture)
 from tests.test_secrets import redis_dump
 
 pytestmark = pytest.mark.integration
@@ -73,8 +73,7 @@ def test_planted_placeholder_values_leak_nowhere(
         key_name: f"sk-key-{secrets.token_hex(12)}",
     }
     [worker] = start_workers(settings, **planted)
-    node = f"{worker.name}@localhost"
-    wait_for(lambda: server.answers("/workers?json=1", node), 60, "Flower to see the worker")
+    watched_by_flower(server, settings, worker)
 
     env = {**worker_env(settings), **planted}  # the producer checks placeholders where it runs
     batch = planted_batch(tmp_path, simulator)
