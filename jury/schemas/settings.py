@@ -123,7 +123,7 @@ class Settings(BaseModel):
     # threads, prefork, solo: Celery's own, each task's body then waits in its thread.
     worker_pool: str = ENGINE_POOL
     # A worker silent this long is dead: the tasks it held are queued again (engine pool).
-    heartbeat_timeout_s: float = Field(default=60.0, gt=0)
+    heartbeat_timeout_s: float = Field(default=30.0, gt=0)
     # Task events from the start: Flower turns them on anyway (every 5 s, for every worker)
     # while it runs; they cost a worker about a third of its CPU per judgment.
     task_events: bool = False

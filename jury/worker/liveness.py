@@ -9,7 +9,7 @@ dramatiq's Redis broker instead:
   seconds, and keeps its ledger (`jury:held:<worker>`, a set) of the delivery tags it holds:
   added when Celery receives a message (the `task_received` signal), removed once the task is
   acknowledged;
-- a worker silent for `heartbeat_timeout_s` (60 s by default) is dead: any live worker moves
+- a worker silent for `heartbeat_timeout_s` (30 s by default) is dead: any live worker moves
   the messages of its ledger still in `unacked` back to their queues, with a new delivery tag
   (so that the dead worker's late ack, should it come back from a network cut, removes
   nothing), and deletes its ledger;
