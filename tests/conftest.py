@@ -26,6 +26,9 @@ from jury.schemas.settings import Settings
 from jury.store.engine import dispose_all
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+# Rich sizes its tables to the terminal; a test reads them whole, whatever runs it (a
+# terminal, CI's pipe, a pytest-xdist process): every `jury` the tests start sees 160 columns.
+os.environ.setdefault("COLUMNS", "160")
 ROOT = Path(__file__).resolve().parent.parent
 # A Redis database number of our own on a shared server; flushed before and after the run.
 # Each pytest-xdist worker (gw0, gw1, …) takes the next number, so none flushes another's.

@@ -99,4 +99,9 @@ def test_case(case: Case, class_results: ClassResults) -> None:
     assert result is not None, f"{case.name}: no result: its process crashed or hung on it"
     assert result["ok"], f"{case.name} (expected: {case.expect}): {result['detail']}"
     assert result["peak_mib"] <= case.max_mib, f"{result['peak_mib']:.1f} MiB > {case.max_mib}"
-    assert result["seconds"] <= case.max_s, f"{result['seconds']:.1f} s > {case.max_s}"
+    # The ceiling is on this process's CPU time; the wall clock, which a loaded machine (or
+    # the other test processes) stretches, gets three times as long: a case that waits for
+    # ever still fails, one that merely waited for the CPU does not.
+    cpu, wall = result["cpu_seconds"], result["seconds"]
+    assert cpu <= case.max_s, f"{cpu:.1f} s of CPU > {case.max_s}"
+    assert wall <= 3 * case.max_s, f"{wall:.1f} s > 3 × {case.max_s}"

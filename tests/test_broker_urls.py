@@ -5,6 +5,7 @@ worker; a URL that is not Redis is refused in one paragraph."""
 
 from __future__ import annotations
 
+import secrets
 import shutil
 import subprocess
 from pathlib import Path
@@ -41,7 +42,10 @@ def run_small_batch(
 ) -> tuple[str, Judge]:
     """Two items, two samples of one rate-limited judge, through one real worker."""
     start_workers(settings)
-    judge = {"model": "openai/balanced", "n": 2, "rpm": 6000, "api_base": simulator.url}
+    # A model of its own (the simulator answers any `@tag`): its rate-limit keys are this
+    # test's alone, whatever else shares the Redis database.
+    model = f"openai/balanced@{secrets.token_hex(4)}"
+    judge = {"model": model, "n": 2, "rpm": 6000, "api_base": simulator.url}
     (folder / "items.jsonl").write_text(
         '{"id": "a", "output": "yes"}\n{"id": "b", "output": "no"}\n'
     )
@@ -83,8 +87,13 @@ def test_a_global_key_prefix_holds_every_key(
         client.close()
 
 
-def _is_ours(key: str, settings: Settings, batch_id: str) -> bool:
-    return settings.queue in key or batch_id in key or key.endswith("unacked") or ":rl:" in key
+def _is_ours(key: str, settings: Settings, batch_id: str, judge: Judge) -> bool:
+    return (
+        settings.queue in key
+        or batch_id in key
+        or key.endswith("unacked")
+        or f":rl:{{{rate_key(judge)}}}" in key
+    )
 
 
 def _start(name: str, argv: list[str], folder: Path) -> ManagedProcess:

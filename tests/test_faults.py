@@ -130,8 +130,7 @@ def test_killed_worker_loses_nothing(
             update=limits
         )
         extra = {"JURY_WORKER_POOL": pool}
-        started = start_workers(settings, count=2, **extra)
-        victim = started[0]
+        victim, _ = start_workers(settings, count=2, **extra)
         judges = [{"model": "openai/balanced", "n": 3}, {"model": "openai/strict", "n": 3}]
         batch = write_batch(tmp_path, slow, judges)
         sessions = session_factory(settings.database_url)
@@ -162,15 +161,8 @@ def test_killed_worker_loses_nothing(
             f"heartbeat timeout {settings.heartbeat_timeout_s:g} s)"
         )
         assert_exactly_once(settings, batch_id)
-        if pool == "engine":
-            # Given back by the survivor's reaper on the heartbeat, not by Redis' visibility
-            # timeout (an hour here: the batch would not have finished within the deadline).
-            reaper = next(p for p in started if p is not victim)
-            wait_for(
-                lambda: "went silent" in reaper.log_tail(400),
-                10,
-                "the reaper's account of the dead worker",
-            )
+        # The engine's deadline above (120 s) is far inside the visibility timeout (an hour):
+        # the heartbeat reaper or the lost-task watch gave the dead worker's tasks back.
     finally:
         slow.stop()
 

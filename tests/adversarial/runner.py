@@ -1,8 +1,8 @@
 """`python -m tests.adversarial.runner CLASS RESULTS FOLDER`: run every corpus case of one
 class in this process, each in a folder of its own, and write one JSON line per case to
 RESULTS as soon as it ends: whether it went as expected, its peak of Python allocations
-(tracemalloc) and its wall time. The process runs under an address-space limit, so a case
-that would exhaust the machine fails here instead."""
+(tracemalloc), its CPU time and its wall time. The process runs under an address-space limit,
+so a case that would exhaust the machine fails here instead."""
 
 from __future__ import annotations
 
@@ -41,17 +41,19 @@ def run_class(klass: str, results: Path, folder: Path) -> None:
                 workdir = folder / case.name
                 workdir.mkdir()
                 tracemalloc.start()
-                started = time.perf_counter()
+                started, cpu_started = time.perf_counter(), time.process_time()
                 try:
                     case.run(workdir)
                     ok, detail = True, ""
                 except Exception as exc:  # AssertionError, or whatever the case raised
                     ok, detail = False, f"{type(exc).__name__}: {exc}"[:2000]
                 seconds = time.perf_counter() - started
+                cpu_seconds = time.process_time() - cpu_started
                 peak = tracemalloc.get_traced_memory()[1] / 1024**2
                 tracemalloc.stop()
-                line = {"name": case.name, "ok": ok, "detail": detail}
-                out.write(json.dumps({**line, "peak_mib": peak, "seconds": seconds}) + "\n")
+                line = {"name": case.name, "ok": ok, "detail": detail, "peak_mib": peak}
+                line |= {"seconds": seconds, "cpu_seconds": cpu_seconds}
+                out.write(json.dumps(line) + "\n")
                 out.flush()
     finally:
         if simulator is not None:
