@@ -74,7 +74,7 @@ def test_a_global_key_prefix_holds_every_key(
         ours = [
             k.decode()
             for k in client.scan_iter(count=1000)
-            if _is_ours(k.decode(), settings, batch_id)
+            if _is_ours(k.decode(), settings, batch_id, judge)
         ]
         unprefixed = [k for k in ours if not k.startswith(prefix)]
         assert unprefixed == [], "jury or kombu wrote keys outside the prefix"
