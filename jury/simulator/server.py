@@ -22,6 +22,7 @@ from jury.simulator.answers import (
     reasoning_for,
     render_answer,
 )
+from jury.simulator.batches import BATCHES_KEY, add_batch_routes
 from jury.simulator.config import SimulatorConfig
 from jury.simulator.faults import plan_faults
 from jury.simulator.hostile import HOSTILE_REASONING, hostile_body, huge_answer, send_body
@@ -266,6 +267,7 @@ def create_app(config: SimulatorConfig) -> web.Application:
     app.router.add_get("/stats", get_stats)
     app.router.add_post("/stats/reset", reset_stats)
     app.router.add_get("/health", health)
+    add_batch_routes(app, config)
     return app
 
 
@@ -275,6 +277,11 @@ def _write_ready_file(path: str, port: int) -> None:
     with open(partial, "w", encoding="utf-8") as handle:
         handle.write(f"{port}\n")
     os.replace(partial, path)
+
+
+def _loopback(host: str) -> str:
+    """Where the simulator reaches itself: a wildcard address is not one to connect to."""
+    return {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(host, host)
 
 
 def _url_host(host: str) -> str:
@@ -290,6 +297,7 @@ async def serve(config: SimulatorConfig, stop: asyncio.Event | None = None) -> N
         await site.start()
         # With port 0 the OS chose; a host with several addresses reports its first one.
         port = int(runner.addresses[0][1])
+        runner.app[BATCHES_KEY].self_url = f"http://{_url_host(_loopback(config.host))}:{port}"
         print(f"simulator listening on http://{_url_host(config.host)}:{port}", flush=True)
         if config.ready_file:
             _write_ready_file(config.ready_file, port)
