@@ -1,0 +1,193 @@
+"""Judges through the providers' Batch APIs (docs/batch-api.md), end to end: the simulator's
+files and batches endpoints over HTTP, real Redis, real `jury worker` processes, SQLite.
+
+Each test has a simulator of its own (a fixed port and a folder of its own, so that it can be
+killed and started again on the same batches) with a short completion delay."""
+
+from __future__ import annotations
+
+import json
+import socket
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from sqlalchemy import select
+
+from jury.producer.loading import load_batch
+from jury.producer.publishing import create_producer_app
+from jury.producer.services import ManagedProcess, start_simulator, wait_for
+from jury.producer.submission import submit_batch
+from jury.schemas.provider_batches import STORED
+from jury.schemas.settings import Settings
+from jury.schemas.status import BatchState
+from jury.store.engine import session_factory
+from jury.store.models import SampleRow
+from jury.store.provider_batches import provider_batches
+from jury.store.repository import batch_status
+from tests.conftest import SIMULATOR_SEED, WorkerStarter, settings_for
+from tests.test_pipeline import ITEMS, write_batch
+
+pytestmark = pytest.mark.integration
+
+# Short collection window, polls and locks, so that a test takes seconds.
+FAST = {
+    "JURY_BATCH_API_STEP_S": "0.2",
+    "JURY_BATCH_API_WINDOW_S": "0.5",
+    "JURY_BATCH_API_POLL_S": "0.3",
+    "JURY_BATCH_API_LOCK_S": "2",
+}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def batch_simulator(logs_dir: Path, folder: Path, *options: str) -> ManagedProcess:
+    args = ["--seed", str(SIMULATOR_SEED), "--port", str(_free_port())]
+    return start_simulator(logs_dir, [*args, "--batch-dir", str(folder), *options])
+
+
+@pytest.fixture
+def sim_factory(logs_dir: Path, tmp_path: Path) -> Iterator[Any]:
+    started: list[ManagedProcess] = []
+
+    def start(*options: str) -> ManagedProcess:
+        process = batch_simulator(logs_dir, tmp_path / "sim-batches", *options)
+        started.append(process)
+        return process
+
+    yield start
+    for process in started:
+        process.stop(grace=3)
+
+
+def submitted_lines(sim: ManagedProcess) -> Counter[str]:
+    """How many times each custom_id was submitted, over every batch the simulator holds."""
+    batches = httpx.get(f"{sim.url}/batches", params={"limit": 1000}).json()["data"]
+    seen: Counter[str] = Counter()
+    for batch in batches:
+        content = httpx.get(f"{sim.url}/files/{batch['input_file_id']}/content").text
+        seen.update(json.loads(line)["custom_id"] for line in content.splitlines() if line)
+    return seen
+
+
+def failed_lines(sim: ManagedProcess) -> Counter[str]:
+    batches = httpx.get(f"{sim.url}/batches", params={"limit": 1000}).json()["data"]
+    failed: Counter[str] = Counter()
+    for batch in batches:
+        if batch.get("error_file_id"):
+            content = httpx.get(f"{sim.url}/files/{batch['error_file_id']}/content").text
+            failed.update(json.loads(line)["custom_id"] for line in content.splitlines() if line)
+    return failed
+
+
+def submit(settings: Settings, batch_file: Path) -> str:
+    sessions = session_factory(settings.database_url)
+    return submit_batch(load_batch(batch_file), sessions, create_producer_app(settings))
+
+
+def wait_finished(settings: Settings, batch_id: str, timeout: float) -> BatchState:
+    sessions = session_factory(settings.database_url)
+    wait_for(lambda: batch_status(sessions, batch_id).status.finished, timeout, "the batch")
+    return batch_status(sessions, batch_id).status
+
+
+def sample_keys(settings: Settings, batch_id: str) -> Counter[tuple[str, str, str, int]]:
+    sessions = session_factory(settings.database_url)
+    with sessions() as session:
+        rows = session.execute(
+            select(SampleRow.item_id, SampleRow.dimension, SampleRow.judge, SampleRow.sample).where(
+                SampleRow.batch_id == batch_id
+            )
+        ).all()
+    return Counter((r[0], r[1], r[2], r[3]) for r in rows)
+
+
+def test_mixed_panel_with_failed_lines_completes_once(
+    redis_url: str, tmp_path: Path, start_workers: WorkerStarter, sim_factory: Any
+) -> None:
+    """A live judge and a batch judge complete the same cells; lines the provider failed go
+    into the next provider batch; every sample is stored once, and no request is sent again
+    unless its line failed."""
+    sim = sim_factory("--batch-delay", "1", "--batch-error-rate", "0.2")
+    settings = settings_for(redis_url, f"sqlite:///{tmp_path / 'jury.db'}")
+    start_workers(settings, 2, **FAST)
+    judges = [
+        {
+            "model": "openai/balanced",
+            "name": "batched",
+            "n": 2,
+            "batch_api": True,
+            "input_cost_per_token": 1e-6,
+            "output_cost_per_token": 2e-6,
+        },
+        {
+            "model": "openai/strict",
+            "n": 1,
+            "input_cost_per_token": 1e-6,
+            "output_cost_per_token": 2e-6,
+        },
+    ]
+    batch_id = submit(settings, write_batch(tmp_path, sim, judges))
+    assert wait_finished(settings, batch_id, 60) == BatchState.COMPLETED
+    keys = sample_keys(settings, batch_id)
+    assert len(keys) == len(ITEMS) * 2 * 3 and set(keys.values()) == {1}
+    sessions = session_factory(settings.database_url)
+    shown = provider_batches(sessions, batch_id)
+    assert shown and all(b.state == STORED for b in shown)
+    sent, failed = submitted_lines(sim), failed_lines(sim)
+    assert len(sent) == len(ITEMS) * 2 * 2  # every batch judge request was submitted
+    assert all(sent[cid] == failed[cid] + 1 for cid in sent), "a request was sent twice"
+    with sessions() as session:
+        costs = session.execute(
+            select(
+                SampleRow.judge,
+                SampleRow.cost_usd,
+                SampleRow.prompt_tokens,
+                SampleRow.completion_tokens,
+            ).where(SampleRow.batch_id == batch_id)
+        ).all()
+    for judge, cost, prompt, completion in costs:
+        full = prompt * 1e-6 + completion * 2e-6
+        assert cost == pytest.approx(full / 2 if judge == "batched" else full, rel=1e-6)
+
+
+def test_killed_worker_and_simulator_mid_batch(
+    redis_url: str, tmp_path: Path, start_workers: WorkerStarter, sim_factory: Any
+) -> None:
+    """kill -9 of a worker while its provider batch is open, and of the simulator holding it:
+    another worker polls it once the simulator is back, and every sample is stored once,
+    with no request submitted twice."""
+    sim = sim_factory("--batch-delay", "2")
+    settings = settings_for(redis_url, f"sqlite:///{tmp_path / 'jury.db'}")
+    workers = start_workers(settings, 2, **FAST)
+    judges = [{"model": "openai/lenient", "n": 2, "batch_api": True}]
+    batch_id = submit(settings, write_batch(tmp_path, sim, judges))
+    sessions = session_factory(settings.database_url)
+    wait_for(
+        lambda: any(b.provider_id for b in provider_batches(sessions, batch_id)),
+        30,
+        "a provider batch submitted",
+    )
+    workers[0].process.kill()
+    sim.process.kill()
+    sim.process.wait(5)
+    sim.restart()
+    wait_for(lambda: _answers(sim), 30, "the simulator back")
+    assert wait_finished(settings, batch_id, 60) == BatchState.COMPLETED
+    keys = sample_keys(settings, batch_id)
+    assert len(keys) == len(ITEMS) * 2 * 2 and set(keys.values()) == {1}
+    assert set(submitted_lines(sim).values()) == {1}
+
+
+def _answers(sim: ManagedProcess) -> bool:
+    try:
+        return httpx.get(f"{sim.url.removesuffix('/v1')}/health", timeout=1).status_code == 200
+    except httpx.HTTPError:
+        return False
