@@ -21,7 +21,7 @@ from jury.producer.loading import load_batch
 from jury.producer.publishing import create_producer_app
 from jury.producer.services import ManagedProcess, start_simulator, wait_for
 from jury.producer.submission import submit_batch
-from jury.schemas.provider_batches import STORED
+from jury.schemas.provider_batches import ENDED, STORED, SUBMITTING
 from jury.schemas.settings import Settings
 from jury.schemas.status import BatchState
 from jury.store.engine import session_factory
@@ -67,24 +67,25 @@ def sim_factory(logs_dir: Path, tmp_path: Path) -> Iterator[Any]:
         process.stop(grace=3)
 
 
-def submitted_lines(sim: ManagedProcess) -> Counter[str]:
+def _sim_batches(folder: Path) -> list[dict[str, Any]]:
+    return [json.loads(p.read_text()) for p in (folder / "batches").glob("*.json")]
+
+
+def _file_ids(folder: Path, file_id: str | None) -> list[str]:
+    """The custom_ids of a simulator's file, read from its folder (not slowed down)."""
+    if not file_id:
+        return []
+    content = (folder / "files" / file_id).read_text()
+    return [json.loads(line)["custom_id"] for line in content.splitlines() if line]
+
+
+def submitted_lines(folder: Path) -> Counter[str]:
     """How many times each custom_id was submitted, over every batch the simulator holds."""
-    batches = httpx.get(f"{sim.url}/batches", params={"limit": 1000}).json()["data"]
-    seen: Counter[str] = Counter()
-    for batch in batches:
-        content = httpx.get(f"{sim.url}/files/{batch['input_file_id']}/content").text
-        seen.update(json.loads(line)["custom_id"] for line in content.splitlines() if line)
-    return seen
+    return Counter(c for b in _sim_batches(folder) for c in _file_ids(folder, b["input_file_id"]))
 
 
-def failed_lines(sim: ManagedProcess) -> Counter[str]:
-    batches = httpx.get(f"{sim.url}/batches", params={"limit": 1000}).json()["data"]
-    failed: Counter[str] = Counter()
-    for batch in batches:
-        if batch.get("error_file_id"):
-            content = httpx.get(f"{sim.url}/files/{batch['error_file_id']}/content").text
-            failed.update(json.loads(line)["custom_id"] for line in content.splitlines() if line)
-    return failed
+def failed_lines(folder: Path) -> Counter[str]:
+    return Counter(c for b in _sim_batches(folder) for c in _file_ids(folder, b["error_file_id"]))
 
 
 def submit(settings: Settings, batch_file: Path) -> str:
@@ -141,7 +142,8 @@ def test_mixed_panel_with_failed_lines_completes_once(
     sessions = session_factory(settings.database_url)
     shown = provider_batches(sessions, batch_id)
     assert shown and all(b.state == STORED for b in shown)
-    sent, failed = submitted_lines(sim), failed_lines(sim)
+    folder = tmp_path / "sim-batches"
+    sent, failed = submitted_lines(folder), failed_lines(folder)
     assert len(sent) == len(ITEMS) * 2 * 2  # every batch judge request was submitted
     assert all(sent[cid] == failed[cid] + 1 for cid in sent), "a request was sent twice"
     with sessions() as session:
@@ -158,32 +160,41 @@ def test_mixed_panel_with_failed_lines_completes_once(
         assert cost == pytest.approx(full / 2 if judge == "batched" else full, rel=1e-6)
 
 
-def test_killed_worker_and_simulator_mid_batch(
+def test_kill_9_of_submitter_simulator_and_poller(
     redis_url: str, tmp_path: Path, start_workers: WorkerStarter, sim_factory: Any
 ) -> None:
-    """kill -9 of a worker while its provider batch is open, and of the simulator holding it:
-    another worker polls it once the simulator is back, and every sample is stored once,
-    with no request submitted twice."""
-    sim = sim_factory("--batch-delay", "2")
+    """kill -9 of the worker while the provider creates its batch (the provider has it, our
+    store does not know its id), then of the simulator mid-batch, then of the worker reading
+    the batch's results: the next worker finds the batch by its metadata instead of sending it
+    again, and every sample is stored once, every cell aggregated once."""
+    sim = sim_factory(
+        "--batch-delay", "1", "--batch-create-delay", "30", "--batch-file-delay", "30"
+    )
+    folder = tmp_path / "sim-batches"
     settings = settings_for(redis_url, f"sqlite:///{tmp_path / 'jury.db'}")
-    workers = start_workers(settings, 2, **FAST)
+    sessions = session_factory(settings.database_url)
+    (submitter,) = start_workers(settings, 1, **FAST)
     judges = [{"model": "openai/lenient", "n": 2, "batch_api": True}]
     batch_id = submit(settings, write_batch(tmp_path, sim, judges))
-    sessions = session_factory(settings.database_url)
-    wait_for(
-        lambda: any(b.provider_id for b in provider_batches(sessions, batch_id)),
-        30,
-        "a provider batch submitted",
-    )
-    workers[0].process.kill()
+    wait_for(lambda: bool(_sim_batches(folder)), 30, "the provider to hold the batch")
+    submitter.process.kill()
+    (intent,) = provider_batches(sessions, batch_id)
+    assert intent.state == SUBMITTING and intent.provider_id is None
     sim.process.kill()
     sim.process.wait(5)
     sim.restart()
     wait_for(lambda: _answers(sim), 30, "the simulator back")
+    (poller,) = start_workers(settings, 1, **FAST)
+    # It finds the batch by its metadata, polls it, and is killed reading its output.
+    wait_for(lambda: provider_batches(sessions, batch_id)[0].state == ENDED, 30, "batch ended")
+    poller.process.kill()
+    start_workers(settings, 1, **FAST)
     assert wait_finished(settings, batch_id, 60) == BatchState.COMPLETED
     keys = sample_keys(settings, batch_id)
     assert len(keys) == len(ITEMS) * 2 * 2 and set(keys.values()) == {1}
-    assert set(submitted_lines(sim).values()) == {1}
+    assert len(_sim_batches(folder)) == 1 and set(submitted_lines(folder).values()) == {1}
+    status = batch_status(sessions, batch_id)
+    assert status.n_verdicts == len(ITEMS) * 2
 
 
 def _answers(sim: ManagedProcess) -> bool:

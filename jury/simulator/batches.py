@@ -51,6 +51,7 @@ class BatchStore:
         self.self_url: str | None = None
         self.running: dict[str, asyncio.Task[None]] = {}
         self.lines_received = 0
+        self.sent: set[str] = set()  # files downloaded once (only the first is slowed)
 
     # -- storage ---------------------------------------------------------------------------
     def save_file(self, content: bytes, purpose: str, name: str) -> dict[str, Any]:
@@ -230,9 +231,13 @@ async def get_file(request: web.Request) -> web.Response:
 
 
 async def file_content(request: web.Request) -> web.Response:
-    content = request.app[BATCHES_KEY].file_content(request.match_info["file_id"])
+    store = request.app[BATCHES_KEY]
+    content = store.file_content(request.match_info["file_id"])
     if content is None:
         return _not_found("file")
+    if store.config.batch_file_delay_s and request.match_info["file_id"] not in store.sent:
+        store.sent.add(request.match_info["file_id"])
+        await asyncio.sleep(store.config.batch_file_delay_s)
     return web.Response(body=content, content_type="application/jsonl")
 
 
@@ -262,6 +267,8 @@ async def create_batch(request: web.Request) -> web.Response:
         "metadata": body.get("metadata") or {},
     }
     store.put(batch)
+    if store.config.batch_create_delay_s:
+        await asyncio.sleep(store.config.batch_create_delay_s)
     return web.json_response(batch)
 
 

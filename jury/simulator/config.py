@@ -55,6 +55,10 @@ class SimulatorConfig:
     batch_delay_s: float = 2.0
     batch_error_rate: float = 0.0
     batch_expire_s: float = 0.0
+    # Slow answers to batch creation (after the batch is kept) and to file downloads: the
+    # windows in which a test kills the worker that submits or reads a batch.
+    batch_create_delay_s: float = 0.0
+    batch_file_delay_s: float = 0.0
 
     def __post_init__(self) -> None:
         # Freeze the mapping too, so a config shared between handlers cannot drift.
@@ -288,6 +292,18 @@ def build_parser() -> argparse.ArgumentParser:
         default=0.0,
         help="seconds after which an unfinished batch expires (default 0: never)",
     )
+    add(
+        "--batch-create-delay",
+        type=_non_negative_float,
+        default=0.0,
+        help="seconds to wait before answering a batch creation, once the batch is kept",
+    )
+    add(
+        "--batch-file-delay",
+        type=_non_negative_float,
+        default=0.0,
+        help="seconds to wait before sending a file's content, the first time it is asked for",
+    )
     add("--ready-file", default=None, metavar="PATH", help="write the bound port here once up")
     return parser
 
@@ -323,6 +339,8 @@ def parse_config(argv: Sequence[str] | None = None) -> SimulatorConfig:
             batch_delay_s=args.batch_delay,
             batch_error_rate=args.batch_error_rate,
             batch_expire_s=args.batch_expire,
+            batch_create_delay_s=args.batch_create_delay,
+            batch_file_delay_s=args.batch_file_delay,
         )
     except ValueError as exc:
         parser.error(str(exc))
