@@ -15,6 +15,7 @@ from typing import Any
 
 import httpx
 import pytest
+import redis
 from sqlalchemy import select
 
 from jury.producer.loading import load_batch
@@ -110,41 +111,67 @@ def sample_keys(settings: Settings, batch_id: str) -> Counter[tuple[str, str, st
     return Counter((r[0], r[1], r[2], r[3]) for r in rows)
 
 
-def test_mixed_panel_with_failed_lines_completes_once(
+def lock_holder(settings: Settings, workers: list[ManagedProcess], name: str) -> ManagedProcess:
+    """The worker process holding a provider batch lock (its value ends with the pid)."""
+    client = redis.Redis.from_url(settings.broker_url)
+    try:
+        held = client.get(f"jury:batch_api:{settings.queue}:{name}")
+    finally:
+        client.close()
+    assert held is not None, f"nobody holds {name}"
+    pid = int(held.decode().rsplit(":", 1)[1])
+    (holder,) = [w for w in workers if w.process.pid == pid]
+    return holder
+
+
+def test_mixed_panel_through_kill_9_of_submitter_simulator_and_poller(
     redis_url: str, tmp_path: Path, start_workers: WorkerStarter, sim_factory: Any
 ) -> None:
-    """A live judge and a batch judge complete the same cells; lines the provider failed go
-    into the next provider batch; every sample is stored once, and no request is sent again
-    unless its line failed."""
-    sim = sim_factory("--batch-delay", "1", "--batch-error-rate", "0.2")
+    """A live judge and a batch judge complete the same cells, through kill -9 of the worker
+    while the provider creates its batch (the provider has it, our store does not know its
+    id), of the simulator mid-batch, and of the worker reading a batch's results; lines the
+    provider failed go into the next provider batch. Every sample is stored once, every cell
+    aggregated once, no request is sent again unless its line failed, and the batch judge's
+    samples cost half of the live price."""
+    sim = sim_factory(
+        *("--batch-delay", "0.5", "--batch-error-rate", "0.15"),
+        *("--batch-create-delay", "30", "--batch-file-delay", "30"),
+    )
+    folder = tmp_path / "sim-batches"
     settings = settings_for(redis_url, f"sqlite:///{tmp_path / 'jury.db'}")
-    start_workers(settings, 2, **FAST)
+    settings = settings.model_copy(update={"max_attempts": 6})  # no line fails 6 times
+    sessions = session_factory(settings.database_url)
+    workers = start_workers(settings, 3, **FAST)
+    prices = {"input_cost_per_token": 1e-6, "output_cost_per_token": 2e-6}
     judges = [
-        {
-            "model": "openai/balanced",
-            "name": "batched",
-            "n": 2,
-            "batch_api": True,
-            "input_cost_per_token": 1e-6,
-            "output_cost_per_token": 2e-6,
-        },
-        {
-            "model": "openai/strict",
-            "n": 1,
-            "input_cost_per_token": 1e-6,
-            "output_cost_per_token": 2e-6,
-        },
+        {"model": "openai/lenient", "name": "batched", "n": 2, "batch_api": True, **prices},
+        {"model": "openai/strict", "n": 1, **prices},
     ]
     batch_id = submit(settings, write_batch(tmp_path, sim, judges))
+    wait_for(lambda: bool(_sim_batches(folder)), 30, "the provider to hold the batch")
+    lock_holder(settings, workers, "submit").process.kill()
+    (intent,) = provider_batches(sessions, batch_id)
+    assert intent.state == SUBMITTING and intent.provider_id is None
+    sim.process.kill()
+    sim.process.wait(5)
+    sim.restart()
+    wait_for(lambda: _answers(sim), 30, "the simulator back")
+    # Another worker finds the batch by its metadata, polls it, and is killed reading it.
+    wait_for(
+        lambda: any(b.state == ENDED for b in provider_batches(sessions, batch_id)),
+        30,
+        "a provider batch ended",
+    )
+    ended = next(b for b in provider_batches(sessions, batch_id) if b.state == ENDED)
+    lock_holder(settings, workers, f"poll:{ended.id}").process.kill()
     assert wait_finished(settings, batch_id, 60) == BatchState.COMPLETED
+
     keys = sample_keys(settings, batch_id)
     assert len(keys) == len(ITEMS) * 2 * 3 and set(keys.values()) == {1}
-    sessions = session_factory(settings.database_url)
-    shown = provider_batches(sessions, batch_id)
-    assert shown and all(b.state == STORED for b in shown)
-    folder = tmp_path / "sim-batches"
+    assert batch_status(sessions, batch_id).n_verdicts == len(ITEMS) * 2
+    assert all(b.state == STORED for b in provider_batches(sessions, batch_id))
     sent, failed = submitted_lines(folder), failed_lines(folder)
-    assert len(sent) == len(ITEMS) * 2 * 2  # every batch judge request was submitted
+    assert len(sent) == len(ITEMS) * 2 * 2  # every request of the batch judge was submitted
     assert all(sent[cid] == failed[cid] + 1 for cid in sent), "a request was sent twice"
     with sessions() as session:
         costs = session.execute(
@@ -158,43 +185,6 @@ def test_mixed_panel_with_failed_lines_completes_once(
     for judge, cost, prompt, completion in costs:
         full = prompt * 1e-6 + completion * 2e-6
         assert cost == pytest.approx(full / 2 if judge == "batched" else full, rel=1e-6)
-
-
-def test_kill_9_of_submitter_simulator_and_poller(
-    redis_url: str, tmp_path: Path, start_workers: WorkerStarter, sim_factory: Any
-) -> None:
-    """kill -9 of the worker while the provider creates its batch (the provider has it, our
-    store does not know its id), then of the simulator mid-batch, then of the worker reading
-    the batch's results: the next worker finds the batch by its metadata instead of sending it
-    again, and every sample is stored once, every cell aggregated once."""
-    sim = sim_factory(
-        "--batch-delay", "1", "--batch-create-delay", "30", "--batch-file-delay", "30"
-    )
-    folder = tmp_path / "sim-batches"
-    settings = settings_for(redis_url, f"sqlite:///{tmp_path / 'jury.db'}")
-    sessions = session_factory(settings.database_url)
-    (submitter,) = start_workers(settings, 1, **FAST)
-    judges = [{"model": "openai/lenient", "n": 2, "batch_api": True}]
-    batch_id = submit(settings, write_batch(tmp_path, sim, judges))
-    wait_for(lambda: bool(_sim_batches(folder)), 30, "the provider to hold the batch")
-    submitter.process.kill()
-    (intent,) = provider_batches(sessions, batch_id)
-    assert intent.state == SUBMITTING and intent.provider_id is None
-    sim.process.kill()
-    sim.process.wait(5)
-    sim.restart()
-    wait_for(lambda: _answers(sim), 30, "the simulator back")
-    (poller,) = start_workers(settings, 1, **FAST)
-    # It finds the batch by its metadata, polls it, and is killed reading its output.
-    wait_for(lambda: provider_batches(sessions, batch_id)[0].state == ENDED, 30, "batch ended")
-    poller.process.kill()
-    start_workers(settings, 1, **FAST)
-    assert wait_finished(settings, batch_id, 60) == BatchState.COMPLETED
-    keys = sample_keys(settings, batch_id)
-    assert len(keys) == len(ITEMS) * 2 * 2 and set(keys.values()) == {1}
-    assert len(_sim_batches(folder)) == 1 and set(submitted_lines(folder).values()) == {1}
-    status = batch_status(sessions, batch_id)
-    assert status.n_verdicts == len(ITEMS) * 2
 
 
 def _answers(sim: ManagedProcess) -> bool:

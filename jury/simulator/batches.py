@@ -51,7 +51,16 @@ class BatchStore:
         self.self_url: str | None = None
         self.running: dict[str, asyncio.Task[None]] = {}
         self.lines_received = 0
-        self.sent: set[str] = set()  # files downloaded once (only the first is slowed)
+        self.marks = Path(folder)
+
+    def first(self, what: str) -> bool:
+        """True the first time `what` happens to this folder's batches (kept across restarts):
+        only the first batch creation and the first file download are slowed."""
+        mark = self.marks / f"{what}.done"
+        if mark.exists():
+            return False
+        mark.touch()
+        return True
 
     # -- storage ---------------------------------------------------------------------------
     def save_file(self, content: bytes, purpose: str, name: str) -> dict[str, Any]:
@@ -235,8 +244,7 @@ async def file_content(request: web.Request) -> web.Response:
     content = store.file_content(request.match_info["file_id"])
     if content is None:
         return _not_found("file")
-    if store.config.batch_file_delay_s and request.match_info["file_id"] not in store.sent:
-        store.sent.add(request.match_info["file_id"])
+    if store.config.batch_file_delay_s and store.first("file"):
         await asyncio.sleep(store.config.batch_file_delay_s)
     return web.Response(body=content, content_type="application/jsonl")
 
@@ -267,7 +275,7 @@ async def create_batch(request: web.Request) -> web.Response:
         "metadata": body.get("metadata") or {},
     }
     store.put(batch)
-    if store.config.batch_create_delay_s:
+    if store.config.batch_create_delay_s and store.first("create"):
         await asyncio.sleep(store.config.batch_create_delay_s)
     return web.json_response(batch)
 

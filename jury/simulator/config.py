@@ -55,8 +55,8 @@ class SimulatorConfig:
     batch_delay_s: float = 2.0
     batch_error_rate: float = 0.0
     batch_expire_s: float = 0.0
-    # Slow answers to batch creation (after the batch is kept) and to file downloads: the
-    # windows in which a test kills the worker that submits or reads a batch.
+    # A slow answer to the first batch creation (after the batch is kept) and to the first file
+    # download: the windows in which a test kills the worker that submits or reads a batch.
     batch_create_delay_s: float = 0.0
     batch_file_delay_s: float = 0.0
 
@@ -296,13 +296,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--batch-create-delay",
         type=_non_negative_float,
         default=0.0,
-        help="seconds to wait before answering a batch creation, once the batch is kept",
+        help="seconds to wait before answering the first batch creation, once it is kept",
     )
     add(
         "--batch-file-delay",
         type=_non_negative_float,
         default=0.0,
-        help="seconds to wait before sending a file's content, the first time it is asked for",
+        help="seconds to wait before sending the first file content asked for",
     )
     add("--ready-file", default=None, metavar="PATH", help="write the bound port here once up")
     return parser

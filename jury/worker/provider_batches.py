@@ -151,7 +151,8 @@ class ProviderBatches:
 
     def __init__(self, runtime: WorkerRuntime, node: str) -> None:
         self.runtime = runtime
-        self.node = node
+        # What a lock of ours holds: the host and process (a test kills the holder by it).
+        self.node = f"{node}:{os.getpid()}"
         self.clients: dict[Endpoint, BatchClient] = {}
 
     # -- locks ---------------------------------------------------------------------------
