@@ -1,0 +1,69 @@
+"""What `jury status` and `jury cancel` show of a batch's provider batches (docs/batch-api.md)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from jury.producer.terminal import safe_text
+from jury.schemas.provider_batches import STORED
+from jury.store.provider_batches import provider_batches
+from jury.store.sql import Sessions
+
+
+def _age(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def provider_batches_json(sessions: Sessions, batch_id: str) -> list[dict[str, Any]]:
+    now = datetime.now(UTC)
+    return [
+        {
+            "id": b.id,
+            "judge": b.judge,
+            "model": b.model,
+            "state": b.state,
+            "provider_id": b.provider_id,
+            "provider_status": b.provider_status,
+            "requests": b.requests,
+            "done": b.done,
+            "failed": b.failed,
+            "age_s": round(b.age_s(now), 1),
+        }
+        for b in provider_batches(sessions, batch_id)
+    ]
+
+
+def print_provider_batches(sessions: Sessions, batch_id: str, console: Console) -> None:
+    """A table of the batch's provider batches; nothing when it has none."""
+    shown = provider_batches(sessions, batch_id)
+    if not shown:
+        return
+    now = datetime.now(UTC)
+    table = Table(title="provider batches (batch API)", header_style="bold")
+    for column in ("judge", "provider batch", "state", "requests", "done", "failed", "age"):
+        numbers = column in ("requests", "done", "failed", "age")
+        table.add_column(column, justify="right" if numbers else "left")
+    for b in shown:
+        state = b.state if b.provider_status is None else f"{b.state} ({b.provider_status})"
+        table.add_row(
+            safe_text(b.judge),
+            safe_text(b.provider_id or "(being submitted)"),
+            safe_text(state),
+            f"{b.requests:,}",
+            f"{b.done:,}",
+            f"{b.failed:,}",
+            _age(b.age_s(now)),
+        )
+    console.print(table)
+
+
+def open_provider_batches(sessions: Sessions, batch_id: str) -> int:
+    return sum(b.state != STORED for b in provider_batches(sessions, batch_id))
