@@ -51,6 +51,7 @@ class BatchStore:
         self.self_url: str | None = None
         self.running: dict[str, asyncio.Task[None]] = {}
         self.lines_received = 0
+        self.api_calls = 0  # requests to the files and batches endpoints
         self.marks = Path(folder)
 
     def first(self, what: str) -> bool:
@@ -212,6 +213,19 @@ class BatchStore:
 
 
 BATCHES_KEY = web.AppKey("simulator_batches", BatchStore)
+
+
+@web.middleware
+async def count_api_calls(request: web.Request, handler: Any) -> web.StreamResponse:
+    """Requests to the files and batches endpoints, for GET /stats (`batch_api`)."""
+    if "/files" in request.path or "/batches" in request.path:
+        request.app[BATCHES_KEY].api_calls += 1
+    response: web.StreamResponse = await handler(request)
+    return response
+
+
+def batch_stats(store: BatchStore) -> dict[str, int]:
+    return {"api_calls": store.api_calls, "lines": store.lines_received}
 
 
 def _not_found(what: str) -> web.Response:

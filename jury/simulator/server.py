@@ -22,7 +22,7 @@ from jury.simulator.answers import (
     reasoning_for,
     render_answer,
 )
-from jury.simulator.batches import BATCHES_KEY, add_batch_routes
+from jury.simulator.batches import BATCHES_KEY, add_batch_routes, batch_stats, count_api_calls
 from jury.simulator.config import SimulatorConfig
 from jury.simulator.faults import plan_faults
 from jury.simulator.hostile import HOSTILE_REASONING, hostile_body, huge_answer, send_body
@@ -224,7 +224,8 @@ async def list_models(request: web.Request) -> web.Response:
 
 
 async def get_stats(request: web.Request) -> web.Response:
-    return web.json_response(request.app[STATE_KEY].stats.snapshot())
+    stats = request.app[STATE_KEY].stats.snapshot()
+    return web.json_response({**stats, "batch_api": batch_stats(request.app[BATCHES_KEY])})
 
 
 async def reset_stats(request: web.Request) -> web.Response:
@@ -258,7 +259,9 @@ async def count_in_flight(request: web.Request, handler: Handler) -> web.StreamR
 
 
 def create_app(config: SimulatorConfig) -> web.Application:
-    app = web.Application(client_max_size=MAX_REQUEST_BYTES, middlewares=[count_in_flight])
+    app = web.Application(
+        client_max_size=MAX_REQUEST_BYTES, middlewares=[count_in_flight, count_api_calls]
+    )
     app[STATE_KEY] = SimulatorState(config)
     # Any path prefix, as gateways and proxies put one (a deployment, sometimes a token).
     for path in ("/v1/chat/completions", "/chat/completions", "/{prefix:.+}/chat/completions"):
