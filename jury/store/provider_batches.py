@@ -116,21 +116,36 @@ def claim_requests(
 ) -> tuple[ProviderBatch, list[Request]] | None:
     """Store a new provider batch (state `submitting`) and claim up to `limit` of its judge's
     pending requests into it, in one transaction; None if none was pending any more."""
+    pending = (
+        BatchRequestRow.state == PENDING,
+        BatchRequestRow.batch_id == row["batch_id"],
+        BatchRequestRow.judge == row["judge"],
+    )
+    task = (BatchRequestRow.item_id, BatchRequestRow.dimension, BatchRequestRow.sample)
     with sessions.begin() as session:
-        ids = list(
-            session.scalars(
-                select(BatchRequestRow.id)
-                .where(
-                    BatchRequestRow.state == PENDING,
-                    BatchRequestRow.batch_id == row["batch_id"],
-                    BatchRequestRow.judge == row["judge"],
-                )
-                .order_by(BatchRequestRow.id)
-                .limit(limit)
-            )
-        )
-        if not ids:
+        found = session.execute(
+            select(BatchRequestRow.id, *task)
+            .where(*pending)
+            .order_by(BatchRequestRow.id)
+            .limit(limit)
+        ).all()
+        if not found:
             return None
+        ids = [r[0] for r in found]
+        # A task's calls (a pair's two orders) go into one provider batch, never split.
+        item_id, dimension, sample = found[-1][1:]
+        ids += [
+            i
+            for i in session.scalars(
+                select(BatchRequestRow.id).where(
+                    *pending,
+                    BatchRequestRow.item_id == item_id,
+                    BatchRequestRow.dimension == dimension,
+                    BatchRequestRow.sample == sample,
+                )
+            )
+            if i not in ids
+        ]
         claimed = _count(
             session.execute(
                 update(BatchRequestRow)

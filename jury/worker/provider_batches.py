@@ -24,25 +24,26 @@ import logging
 import os
 import threading
 import uuid
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from jury.schemas.batch import Judge
 from jury.schemas.calls import call_spec
-from jury.schemas.errors import JudgeCallError, PermanentJudgeError, TransientJudgeError
-from jury.schemas.provider_batches import ENDED, OPEN, PROVIDER_FINAL, SUBMITTING, batch_prices
+from jury.schemas.errors import JudgeCallError, PermanentJudgeError
+from jury.schemas.provider_batches import ENDED, OPEN, PROVIDER_FINAL, SUBMITTING
 from jury.schemas.results import CellSample
 from jury.schemas.settings import judge_lanes
 from jury.schemas.tasks import SampleRef
 from jury.store import provider_batches as store
+from jury.store.cache import CacheEntry
 from jury.store.samples import SampleWrite
 from jury.worker.batch_client import BatchClient, Endpoint, request_line
+from jury.worker.batch_lines import BatchReply, Recorded, ended_without, read_line, token_prices
+from jury.worker.cache import cache_key
 from jury.worker.judging import RetryPolicy, judge_call
 from jury.worker.pipeline import _Write, store_writes
 from jury.worker.runtime import WorkerRuntime
-from jury.worker.usage import checked_usage
 
 log = logging.getLogger("jury.batch_api")
 
@@ -57,93 +58,6 @@ LOCK_S = float(os.environ.get("JURY_BATCH_API_LOCK_S", "30.0"))
 STORE_CHUNK = 500
 # Error kinds another attempt would not change.
 PERMANENT_KINDS = frozenset({"bad_request", "auth", "not_found", "missing_key", "internal"})
-
-
-@dataclass(frozen=True)
-class BatchReply:
-    """A line of a provider batch's output, in the shape of worker.llm_client.LLMReply."""
-
-    text: str
-    prompt_tokens: int
-    completion_tokens: int
-    cost_usd: float
-    latency_ms: float = 0.0
-
-
-def token_prices(judge: Judge) -> tuple[float, float]:
-    """(input, output) USD per token at the judge's batch price; 0 where unknown."""
-    live: tuple[float, float] | None = None
-    if judge.input_cost_per_token is not None or judge.output_cost_per_token is not None:
-        live = (judge.input_cost_per_token or 0.0, judge.output_cost_per_token or 0.0)
-    import litellm  # the worker has it loaded already
-
-    entry = litellm.model_cost.get(judge.model) or litellm.model_cost.get(
-        judge.model.split("/", 1)[-1]
-    )
-    if live is None and isinstance(entry, dict) and "input_cost_per_token" in entry:
-        live = (float(entry["input_cost_per_token"]), float(entry.get("output_cost_per_token", 0)))
-    return batch_prices(judge, live, entry if isinstance(entry, dict) else None) or (0.0, 0.0)
-
-
-def _line_error(line: dict[str, Any]) -> JudgeCallError:
-    response = line.get("response") or {}
-    status = int(response.get("status_code") or 0)
-    body = response.get("body") or {}
-    error = line.get("error") or (body.get("error") if isinstance(body, dict) else None) or {}
-    message = f"batch line {status or ''} {error.get('code') or ''}: {error.get('message') or ''}"
-    message = message[:500]
-    if status == 429:
-        return TransientJudgeError(message, kind="rate_limited")
-    if status in (401, 403):
-        return PermanentJudgeError(message, kind="auth")
-    if status == 404:
-        return PermanentJudgeError(message, kind="not_found")
-    if 400 <= status < 500 and status not in (408, 409):
-        return PermanentJudgeError(message, kind="bad_request")
-    if status >= 500:
-        return TransientJudgeError(message, kind="server_error")
-    return TransientJudgeError(message, kind="provider_error")
-
-
-def read_line(
-    line: dict[str, Any], messages: list[dict[str, str]], prices: tuple[float, float]
-) -> BatchReply | JudgeCallError:
-    """One output or error line: the reply, or the error a live call would have raised."""
-    response = line.get("response") or {}
-    body = response.get("body")
-    if line.get("error") or int(response.get("status_code") or 0) != 200 or not body:
-        return _line_error(line)
-    try:
-        text = body["choices"][0]["message"]["content"] or ""
-        prompt, completion = checked_usage(body.get("usage") or {}, messages, text)
-    except (KeyError, IndexError, TypeError) as exc:
-        return TransientJudgeError(f"malformed batch line: {exc}", kind="provider_error")
-    except JudgeCallError as exc:
-        return exc
-    cost = prompt * prices[0] + completion * prices[1]
-    return BatchReply(text, prompt, completion, cost)
-
-
-class _Recorded:
-    """A judge call that answers from the provider batch's lines, in the task's call order."""
-
-    def __init__(self, replies: Sequence[BatchReply | JudgeCallError]) -> None:
-        self.replies = list(replies)
-        self.next = 0
-
-    async def __call__(self, judge: Judge, messages: list[dict[str, str]]) -> BatchReply:
-        reply = self.replies[min(self.next, len(self.replies) - 1)]
-        self.next += 1
-        if isinstance(reply, JudgeCallError):
-            raise reply
-        return reply
-
-
-def _ended_without(status: str) -> JudgeCallError:
-    return TransientJudgeError(
-        f"the provider batch ended ({status}) without answering this request",
-        kind="batch_" + status,
-    )
 
 
 class ProviderBatches:
@@ -335,15 +249,19 @@ class ProviderBatches:
                     done.extend(ids)
                 else:
                     again.extend(ids)
+                n_failed += len(ids)
                 continue
             fixed = [
                 s.model_copy(update={"result": s.result.model_copy(update={"attempts": attempts})})
                 for s in samples
             ]
-            writes.append(_Write(ref, SampleWrite(ref.batch_id, ref.item_id, fixed, None), True))
+            cache = self._cache_entry(ref, tasks[ref], fixed) if not kinds else None
+            writes.append(_Write(ref, SampleWrite(ref.batch_id, ref.item_id, fixed, cache), True))
             done.extend(ids)
-            n_failed += bool(kinds)
-            n_ok += not kinds
+            if kinds:
+                n_failed += len(ids)
+            else:
+                n_ok += len(ids)
         for start in range(0, len(writes), STORE_CHUNK):
             store_writes(runtime, writes[start : start + STORE_CHUNK])
         if live:
@@ -356,7 +274,7 @@ class ProviderBatches:
         store.send_back(sessions, batch.id, again)
         store.finish_batch(sessions, batch.id, n_ok, n_failed)
         log.info(
-            "provider batch %s (%s): %d tasks stored, %d failed, %d sent on, %d live",
+            "provider batch %s (%s): %d requests answered, %d failed, %d sent on, %d live",
             batch.id,
             status,
             n_ok,
@@ -364,6 +282,19 @@ class ProviderBatches:
             len(again),
             len(live),
         )
+
+    def _cache_entry(
+        self, ref: SampleRef, requests: list[store.Request], samples: list[CellSample]
+    ) -> CacheEntry | None:
+        """The answer to keep in the result cache, under the key a live task would look up."""
+        config = self.runtime.config(ref.batch_id)
+        if not config.cache:
+            return None
+        judge = config.judge(ref.judge)
+        item = self.runtime.item(ref.batch_id, ref.item_id)
+        messages = [r.messages for r in sorted(requests, key=lambda r: r.call)]
+        key = cache_key(judge, item, messages, ref.sample)
+        return self.runtime.result_cache.entry(key, judge, samples)
 
     async def _samples(
         self,
@@ -379,14 +310,14 @@ class ProviderBatches:
             spec = call_spec(config, ref.dimension)
             dimensions = [config.dimension(name) for name in spec.dimensions]
             ordered = sorted(requests, key=lambda r: r.call)
-            replies = [answers.get(r.custom_id) or _ended_without(status) for r in ordered]
+            replies = [answers.get(r.custom_id) or ended_without(status) for r in ordered]
             out[ref] = await judge_call(
                 config.judge(ref.judge),
                 dimensions,
                 spec.orders,
                 [r.messages for r in ordered],
                 ref.sample,
-                _Recorded(replies),
+                Recorded(replies),
                 once,
             )
         return out

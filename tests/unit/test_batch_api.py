@@ -12,7 +12,7 @@ from jury.producer.planning import plan_batch
 from jury.schemas.batch import BatchConfig, Judge
 from jury.schemas.errors import JudgeCallError
 from jury.schemas.provider_batches import batch_prices, custom_id
-from jury.worker.provider_batches import BatchReply, read_line
+from jury.worker.batch_lines import BatchReply, read_line
 
 MESSAGES = [{"role": "user", "content": "x" * 40}]
 
