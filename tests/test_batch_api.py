@@ -139,7 +139,8 @@ def test_mixed_panel_through_kill_9_of_submitter_simulator_and_poller(
     )
     folder = tmp_path / "sim-batches"
     settings = settings_for(redis_url, f"sqlite:///{tmp_path / 'jury.db'}")
-    settings = settings.model_copy(update={"max_attempts": 6})  # no line fails 6 times
+    # No line fails 6 times; the live tasks a killed worker held run again within 3 s.
+    settings = settings.model_copy(update={"max_attempts": 6, "heartbeat_timeout_s": 3.0})
     sessions = session_factory(settings.database_url)
     workers = start_workers(settings, 3, **FAST)
     prices = {"input_cost_per_token": 1e-6, "output_cost_per_token": 2e-6}
