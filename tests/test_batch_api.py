@@ -16,9 +16,11 @@ from typing import Any
 import httpx
 import pytest
 import redis
+from rich.console import Console
 from sqlalchemy import select
 
 from jury.producer.loading import load_batch
+from jury.producer.provider_batch_view import print_provider_batches, provider_batches_json
 from jury.producer.publishing import create_producer_app
 from jury.producer.services import ManagedProcess, start_simulator, wait_for
 from jury.producer.submission import submit_batch
@@ -174,6 +176,11 @@ def test_mixed_panel_through_kill_9_of_submitter_simulator_and_poller(
     sent, failed = submitted_lines(folder), failed_lines(folder)
     assert len(sent) == len(ITEMS) * 2 * 2  # every request of the batch judge was submitted
     assert all(sent[cid] == failed[cid] + 1 for cid in sent), "a request was sent twice"
+    console = Console(record=True, width=160)
+    print_provider_batches(sessions, batch_id, console)
+    shown = console.export_text()
+    assert "provider batches" in shown and "stored (completed)" in shown
+    assert all(b["state"] == STORED for b in provider_batches_json(sessions, batch_id))
     with sessions() as session:
         costs = session.execute(
             select(
@@ -193,3 +200,35 @@ def _answers(sim: ManagedProcess) -> bool:
         return httpx.get(f"{sim.url.removesuffix('/v1')}/health", timeout=1).status_code == 200
     except httpx.HTTPError:
         return False
+
+
+def test_simulator_batches_cancel_expire_and_survive_a_restart(sim_factory: Any) -> None:
+    """The simulator's batches endpoints: a batch is listed and found by its metadata, is
+    cancelled, expires, and is still there after a kill -9 and a restart."""
+    sim = sim_factory("--batch-delay", "60", "--batch-expire", "1")
+    base = sim.url
+    line = {"custom_id": "c0", "method": "POST", "url": "/v1/chat/completions", "body": {}}
+    upload = httpx.post(
+        f"{base}/files",
+        data={"purpose": "batch"},
+        files={"file": ("in.jsonl", json.dumps(line).encode() + b"\n")},
+    ).json()
+    create = {"input_file_id": upload["id"], "endpoint": "/v1/chat/completions"}
+    first = httpx.post(f"{base}/batches", json={**create, "metadata": {"k": "1"}}).json()
+    second = httpx.post(f"{base}/batches", json={**create, "metadata": {"k": "2"}}).json()
+    assert first["request_counts"]["total"] == 1
+    listed = httpx.get(f"{base}/batches", params={"limit": 1}).json()
+    assert listed["has_more"] and listed["data"][0]["id"] == second["id"]
+    after = httpx.get(f"{base}/batches", params={"limit": 1, "after": listed["last_id"]}).json()
+    assert after["data"][0]["metadata"] == {"k": "1"}
+    httpx.post(f"{base}/batches/{first['id']}/cancel")
+    sim.process.kill()
+    sim.process.wait(5)
+    sim.restart()
+    wait_for(lambda: _answers(sim), 30, "the simulator back")
+
+    def status(batch: dict[str, Any]) -> str:
+        return str(httpx.get(f"{base}/batches/{batch['id']}").json()["status"])
+
+    wait_for(lambda: status(first) == "cancelled" and status(second) == "expired", 10, "ends")
+    assert httpx.get(f"{base}/batches/batch_nosuch").status_code == 404

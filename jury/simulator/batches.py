@@ -95,7 +95,7 @@ class BatchStore:
 
     def all_batches(self) -> list[dict[str, Any]]:
         found = [json.loads(p.read_text()) for p in self.batches.glob("*.json")]
-        return sorted(found, key=lambda b: (b["created_at"], b["id"]), reverse=True)
+        return sorted(found, key=lambda b: (b["created_at_precise"], b["id"]), reverse=True)
 
     # -- running ---------------------------------------------------------------------------
     async def run_forever(self) -> None:
@@ -121,10 +121,7 @@ class BatchStore:
             batch.update(status="cancelled", cancelled_at=int(time.time()))
             self.put(batch)
             return
-        expire = self.config.batch_expire_s
-        if expire and time.time() > batch["created_at_precise"] + expire:
-            batch.update(status="expired", expired_at=int(time.time()))
-            self.put(batch)
+        if self._expired(batch):
             return
         if batch["status"] == "validating":
             batch.update(status="in_progress", in_progress_at=int(time.time()))
@@ -139,7 +136,7 @@ class BatchStore:
         while time.time() < due:
             await asyncio.sleep(min(TICK_S, max(0.0, due - time.time())))
             current = self.batch(batch_id)
-            if current is None or current["status"] not in ("in_progress",):
+            if current is None or current["status"] != "in_progress" or self._expired(current):
                 return
         current = self.batch(batch_id)
         if current is None or current["status"] != "in_progress":
@@ -168,6 +165,15 @@ class BatchStore:
             },
         )
         self.put(current)
+
+    def _expired(self, batch: dict[str, Any]) -> bool:
+        """Expire the batch if `--batch-expire` seconds have passed since it was created."""
+        expire = self.config.batch_expire_s
+        if not expire or time.time() <= batch["created_at_precise"] + expire:
+            return False
+        batch.update(status="expired", expired_at=int(time.time()))
+        self.put(batch)
+        return True
 
     async def _answer_all(
         self, session: aiohttp.ClientSession, batch_id: str, requests: list[dict[str, Any]]
