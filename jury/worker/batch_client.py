@@ -1,9 +1,12 @@
 """OpenAI's files and batches endpoints over plain HTTP (httpx), for judges with `batch_api`.
 
-LiteLLM has `acreate_file`/`acreate_batch`/`aretrieve_batch`, but they route by provider name
-(not by an `api_base` such as a gateway or the simulator), have no batch listing to find a
-batch by its metadata after a crash, and are async while the poller runs in the housekeeping
-thread; the OpenAI-format endpoints are five plain requests, so jury makes them itself.
+LiteLLM has these too (`create_file`, `create_batch`, `retrieve_batch`, `list_batches`,
+`cancel_batch`, sync and async, with an `api_base`), and for the OpenAI format they wrap the
+OpenAI SDK around the same five requests. jury makes them itself: the poller runs in a worker
+thread of its own, not on the event loop; each request gets one explicit timeout and no
+retries of the SDK's (the poller's own schedule is the retry); a streamed output file is read
+line by line rather than whole; and errors map onto jury's transient/permanent kinds here,
+with the key redacted, in one small module.
 """
 
 from __future__ import annotations
