@@ -19,6 +19,7 @@ import redis
 from rich.console import Console
 from sqlalchemy import select
 
+from jury.producer.html_report import build_report
 from jury.producer.loading import load_batch
 from jury.producer.provider_batch_view import print_provider_batches, provider_batches_json
 from jury.producer.publishing import create_producer_app
@@ -181,6 +182,7 @@ def test_mixed_panel_through_kill_9_of_submitter_simulator_and_poller(
     shown = console.export_text()
     assert "provider batches" in shown and "stored (completed)" in shown
     assert all(b["state"] == STORED for b in provider_batches_json(sessions, batch_id))
+    assert 'id="provider-batches"' in build_report(sessions, batch_id)
     with sessions() as session:
         costs = session.execute(
             select(

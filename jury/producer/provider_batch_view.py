@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from html import escape
 from typing import Any
 
 from rich.console import Console
@@ -67,3 +68,27 @@ def print_provider_batches(sessions: Sessions, batch_id: str, console: Console) 
 
 def open_provider_batches(sessions: Sessions, batch_id: str) -> int:
     return sum(b.state != STORED for b in provider_batches(sessions, batch_id))
+
+
+def provider_batches_html(sessions: Sessions, batch_id: str) -> str:
+    """The report's section on provider batches; empty when the batch has none."""
+    rows = provider_batches_json(sessions, batch_id)
+    if not rows:
+        return ""
+    head = "".join(
+        f"<th>{name}</th>"
+        for name in ("judge", "provider batch", "state", "requests", "done", "failed", "age")
+    )
+    body = "".join(
+        "<tr>"
+        f"<td>{escape(r['judge'])}</td><td>{escape(r['provider_id'] or '(being submitted)')}</td>"
+        f"<td>{escape(r['state'])}"
+        f"{escape(' (' + r['provider_status'] + ')') if r['provider_status'] else ''}</td>"
+        f"<td>{r['requests']:,}</td><td>{r['done']:,}</td><td>{r['failed']:,}</td>"
+        f"<td>{_age(r['age_s'])}</td></tr>"
+        for r in rows
+    )
+    return (
+        '<section id="provider-batches"><h2>Provider batches (batch API)</h2>'
+        f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></section>"
+    )
