@@ -89,10 +89,27 @@ def _batch(row: ProviderBatchRow) -> ProviderBatch:
 
 
 def record_requests(sessions: Sessions, rows: Sequence[dict[str, Any]]) -> int:
-    """Store a task's calls as pending requests; returns how many were new."""
+    """Store a task's calls as pending requests; returns how many were new or asked again.
+
+    A request already waiting or in a provider batch is left alone (a duplicate delivery);
+    one already `done` is asked again (`jury resume` re-queued its task: its sample is missing
+    or failed)."""
     full = [{**r, "state": PENDING, "attempts": r.get("attempts", 0)} for r in rows]
     with core_transaction(sessions) as connection:
-        return insert_ignoring_duplicates(connection, BatchRequestRow, full)
+        new = insert_ignoring_duplicates(connection, BatchRequestRow, full)
+        again = _count(
+            connection.execute(
+                update(BatchRequestRow)
+                .where(
+                    BatchRequestRow.custom_id.in_([r["custom_id"] for r in rows]),
+                    BatchRequestRow.state == DONE,
+                )
+                .values(
+                    state=PENDING, provider_batch=None, attempts=0, created_at=datetime.now(UTC)
+                )
+            )
+        )
+        return new + again
 
 
 def pending_groups(sessions: Sessions) -> list[tuple[str, str, int, datetime]]:

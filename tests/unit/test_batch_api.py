@@ -3,6 +3,7 @@ provider batch's output and error lines become replies or jury's error kinds."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -12,6 +13,9 @@ from jury.producer.planning import plan_batch
 from jury.schemas.batch import BatchConfig, Judge
 from jury.schemas.errors import JudgeCallError
 from jury.schemas.provider_batches import batch_prices, custom_id
+from jury.store.engine import session_factory
+from jury.store.models import BatchRow
+from jury.store.provider_batches import claim_requests, mark_done, record_requests
 from jury.worker.batch_lines import BatchReply, read_line
 
 MESSAGES = [{"role": "user", "content": "x" * 40}]
@@ -95,3 +99,30 @@ def test_error_lines_take_the_live_error_kinds(
     error = read_line(line, MESSAGES, (0.0, 0.0))
     assert isinstance(error, JudgeCallError)
     assert (error.kind, error.transient) == (kind, transient)
+
+
+def test_requests_are_stored_once_claimed_whole_and_asked_again_on_resume(tmp_path: Path) -> None:
+    sessions = session_factory(f"sqlite:///{tmp_path / 'jury.db'}")
+    with sessions.begin() as session:
+        session.add(BatchRow(id="b", name="n", config={}, status="running"))
+    key = {"batch_id": "b", "item_id": "i", "dimension": "d", "judge": "j", "sample": 0}
+    rows = [
+        {**key, "custom_id": custom_id("b", "i", "d", "j", 0, c), "call": c, "messages": []}
+        for c in (0, 1)
+    ]
+    assert record_requests(sessions, rows) == 2
+    assert record_requests(sessions, rows) == 0  # a duplicate delivery
+    intent = {
+        "id": "p1",
+        "batch_id": "b",
+        "judge": "j",
+        "model": "m",
+        "api_base": "",
+        "key_env": "",
+    }
+    claimed = claim_requests(sessions, intent, 1)
+    assert claimed is not None and len(claimed[1]) == 2  # a pair's two calls stay together
+    assert record_requests(sessions, rows) == 0  # in a provider batch: left alone
+    assert mark_done(sessions, "p1", [r.id for r in claimed[1]]) == 2
+    assert mark_done(sessions, "p1", [r.id for r in claimed[1]]) == 0  # a second poller
+    assert record_requests(sessions, rows) == 2  # `jury resume`: asked again
