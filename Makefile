@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 
-.PHONY: demo test lint docs bench-ratelimit bench-faults bench-throughput bench-scaling bench-stability bench-modes bench-cache bench-trust bench-concurrency test-real bench-real clean
+.PHONY: demo test lint docs bench-ratelimit bench-faults bench-throughput bench-scaling bench-stability bench-modes bench-cache bench-trust bench-concurrency bench-batchapi test-real bench-real clean
 
 $(STAMP): requirements.lock pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -54,6 +54,9 @@ bench-modes: $(STAMP)
 
 bench-concurrency: $(STAMP)
 	$(BIN)/python -m bench.concurrency
+
+bench-batchapi: $(STAMP)
+	$(BIN)/python -m bench.batch_api
 
 bench-cache: $(STAMP)
 	$(BIN)/python -m bench.cache

@@ -24,6 +24,11 @@ from jury.producer.following import Display, print_progress, print_verdicts, sna
 from jury.producer.labelled_records import read_records
 from jury.producer.loading import load_batch
 from jury.producer.planning import plan_batch
+from jury.producer.provider_batch_view import (
+    open_provider_batches,
+    print_provider_batches,
+    provider_batches_json,
+)
 from jury.producer.report_plan import print_plan
 from jury.producer.report_samples import SAMPLE_FORMATS, write_samples
 from jury.producer.reporting import (
@@ -149,7 +154,8 @@ def status(
     fail_on_degraded: bool,
 ) -> None:
     """Show a batch's progress: judgments stored, failed, rate, ETA and cost so far, and how
-    it ended (completed, degraded or failed, with a paragraph per failing judge).
+    it ended (completed, degraded or failed, with a paragraph per failing judge); and, for
+    judges with `batch_api`, each provider batch (state, requests, done, failed, age).
 
     With --watch, follow it live until it finishes (exit codes as `submit --wait`); with
     --json, one JSON object (per line, with --watch)."""
@@ -164,9 +170,12 @@ def status(
     if as_json:
         # The versions that answer, so that a bug report says what ran.
         record = {**status_json(*snapshot(sessions, batch_id)), "versions": runtime_versions()}
+        record["provider_batches"] = provider_batches_json(sessions, batch_id)
         click.echo(json.dumps(record))
         return
-    print_progress(sessions, batch_id, make_console())
+    console = make_console()
+    print_progress(sessions, batch_id, console)
+    print_provider_batches(sessions, batch_id, console)
 
 
 @click.command()
@@ -232,11 +241,16 @@ def _open(path: Path) -> IO[str]:
 @click.argument("batch_id")
 @user_errors
 def cancel(batch_id: str) -> None:
-    """Stop a batch: workers skip its queued tasks; what was stored stays."""
+    """Stop a batch: workers skip its queued tasks, and cancel its open provider batches
+    (judges with `batch_api`) at their next poll; what was stored stays."""
     from jury.producer.control import cancel_batch
 
-    state = cancel_batch(session_factory(load_settings().database_url), batch_id)
+    sessions = session_factory(load_settings().database_url)
+    state = cancel_batch(sessions, batch_id)
     click.echo(f"{batch_id}: {state.value}")
+    waiting = open_provider_batches(sessions, batch_id)
+    if waiting:
+        click.echo(f"{waiting} open provider batches: the workers cancel them at their next poll")
 
 
 @click.command()

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from jury.producer.labelled_records import read_records
 from jury.producer.pairwise_report import PairwiseJudgesSection, PairwiseSection
+from jury.producer.provider_batch_view import provider_batches_html
 from jury.producer.report_flagged import FlaggedSection
 from jury.producer.report_records import (
     RECORDS_SCRIPT,
@@ -197,7 +198,7 @@ def build_report(sessions: Sessions, batch_id: str) -> str:
     body = "".join(
         f'<section id="{s.anchor}"><h2>{html_text(s.title)}</h2>{s.html()}</section>'
         for s in sections
-    )
+    ) + provider_batches_html(sessions, batch_id)
     generated = datetime.now(UTC)
     return (
         "<!doctype html>\n"

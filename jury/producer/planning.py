@@ -5,10 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from jury.producer.model_catalog import model_prices
+from jury.producer.model_catalog import model_prices, price_map
 from jury.schemas.adaptive import first_round_panel
 from jury.schemas.batch import BatchConfig, Judge
 from jury.schemas.calls import calls_per_task
+from jury.schemas.provider_batches import batch_prices
 
 # Characters per token, and the fixed part of every prompt (system message, instructions).
 CHARS_PER_TOKEN = 4
@@ -25,6 +26,9 @@ class JudgePlan:
     prompt_tokens: int
     completion_tokens: int
     cost_usd: float | None  # None: the model's price is unknown
+    # Through the provider's Batch API (docs/batch-api.md): what the same calls cost live.
+    batch_api: bool = False
+    live_cost_usd: float | None = None
 
     @property
     def priced(self) -> bool:
@@ -49,6 +53,15 @@ class BatchPlan:
         costs = [j.cost_usd for j in self.judges]
         return None if any(c is None for c in costs) else sum(c or 0.0 for c in costs)
 
+    @property
+    def batch_api_saving_usd(self) -> float:
+        """What the batch judges save against the same calls made live."""
+        return sum(
+            (j.live_cost_usd or 0.0) - (j.cost_usd or 0.0)
+            for j in self.judges
+            if j.batch_api and j.cost_usd is not None
+        )
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "n_items": self.n_items,
@@ -57,6 +70,7 @@ class BatchPlan:
             "calls": self.calls,
             "estimated_cost_usd": self.cost_usd,
             "first_round_calls": self.first_round_calls,
+            "batch_api_saving_usd": self.batch_api_saving_usd,
             "unpriced_judges": [j.judge for j in self.judges if not j.priced],
             "judges": [{**j.__dict__, "priced": j.priced} for j in self.judges],
         }
@@ -109,8 +123,24 @@ def plan_batch(config: BatchConfig, n_items: int, item_text_chars: int) -> Batch
         completion_tokens = calls * answer_tokens
         prices = judge_prices(judge)
         cost = None if prices is None else prompt_tokens * prices[0] + completion_tokens * prices[1]
+        live_cost = cost
+        if judge.batch_api:
+            entry = price_map().get(judge.model) or price_map().get(judge.model.split("/", 1)[-1])
+            batch = batch_prices(judge, prices, entry if isinstance(entry, dict) else None)
+            cost = (
+                None if batch is None else prompt_tokens * batch[0] + completion_tokens * batch[1]
+            )
         judges.append(
-            JudgePlan(judge.name, judge.model, calls, prompt_tokens, completion_tokens, cost)
+            JudgePlan(
+                judge.name,
+                judge.model,
+                calls,
+                prompt_tokens,
+                completion_tokens,
+                cost,
+                judge.batch_api,
+                live_cost,
+            )
         )
     first = None
     if config.adaptive is not None:

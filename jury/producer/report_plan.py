@@ -17,7 +17,7 @@ def print_plan(console: Console, name: str, plan: BatchPlan) -> None:
     for j in plan.judges:
         cost = Text("unpriced", style="yellow") if j.cost_usd is None else f"{j.cost_usd:.4f}"
         table.add_row(
-            safe_text(j.judge),
+            safe_text(j.judge + (" (batch API)" if j.batch_api else "")),
             safe_text(j.model),
             f"{j.calls:,}",
             f"~{j.prompt_tokens:,}",
@@ -35,6 +35,13 @@ def print_plan(console: Console, name: str, plan: BatchPlan) -> None:
         f"{plan.calls:,} judge calls; estimated cost {total}",
         highlight=False,
     )
+    if any(j.batch_api for j in plan.judges):
+        console.print(
+            f"batch API: ~${plan.batch_api_saving_usd:.4f} saved against live calls (the batch "
+            "judges' cost above is at batch price; their verdicts come within the provider's "
+            "batch window, up to 24 h)",
+            highlight=False,
+        )
     for j in plan.judges:
         if not j.priced:
             console.print(

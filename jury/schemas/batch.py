@@ -165,6 +165,14 @@ class Judge(_Strict):
     # Prices for models LiteLLM's price map lacks (self-hosted, new, or behind a proxy).
     input_cost_per_token: float | None = Field(default=None, ge=0, le=1)
     output_cost_per_token: float | None = Field(default=None, ge=0, le=1)
+    # Through the provider's Batch API (docs/batch-api.md): about half the price, within a day.
+    batch_api: bool = False
+    batch_max_requests: int = Field(default=50_000, ge=1, le=50_000)
+    batch_max_wait_s: float = Field(default=86_400.0, gt=0, le=7 * 86_400)
+    # What a request the provider's batch failed does: the next provider batch, or a live call.
+    batch_fallback_live: bool = False
+    # The batch price as a fraction of the live one, where no batch price is known.
+    batch_price_factor: float = Field(default=0.5, gt=0, le=1)
 
     @model_validator(mode="before")
     @classmethod
@@ -211,6 +219,11 @@ class Judge(_Strict):
             raise ValueError(
                 f"api_key_env must name an environment variable, not hold a key "
                 f"(got a value of {len(self.api_key_env)} characters)"
+            )
+        if self.batch_api and not (self.api_base or self.model.startswith("openai/")):
+            raise ValueError(
+                f"judge {self.name}: batch_api needs an OpenAI-format endpoint (an `openai/` "
+                "model, or an `api_base` serving /files and /batches)"
             )
         base = self.api_base
         if base is not None and not has_placeholder(base) and not _is_http_url(base):

@@ -49,6 +49,16 @@ class SimulatorConfig:
     hostile: Mapping[str, frozenset[str]] = field(default_factory=dict)
     trickle_ms: float = 50.0  # with `trickle`: the gap between two bytes of an answer
     huge_answer_chars: int = 2_000_000  # with `huge-answer`: the answer's length
+    # The files and batches endpoints (simulator.batches): where batches are kept (across a
+    # restart), how long one takes, the share of its lines that fail, when it expires (0: never).
+    batch_dir: str | None = None
+    batch_delay_s: float = 2.0
+    batch_error_rate: float = 0.0
+    batch_expire_s: float = 0.0
+    # A slow answer to the first batch creation (after the batch is kept) and to the first file
+    # download: the windows in which a test kills the worker that submits or reads a batch.
+    batch_create_delay_s: float = 0.0
+    batch_file_delay_s: float = 0.0
 
     def __post_init__(self) -> None:
         # Freeze the mapping too, so a config shared between handlers cannot drift.
@@ -258,6 +268,42 @@ def build_parser() -> argparse.ArgumentParser:
         default=2_000_000,
         help="with huge-answer: characters in the answer",
     )
+    add(
+        "--batch-dir",
+        default=None,
+        metavar="PATH",
+        help="keep uploaded files and batches here, across restarts (default: a temporary dir)",
+    )
+    add(
+        "--batch-delay",
+        type=_non_negative_float,
+        default=2.0,
+        help="seconds a batch takes to complete, at least (default 2)",
+    )
+    add(
+        "--batch-error-rate",
+        type=_probability,
+        default=0.0,
+        help="probability that a batch line fails with a 500 (in the error file)",
+    )
+    add(
+        "--batch-expire",
+        type=_non_negative_float,
+        default=0.0,
+        help="seconds after which an unfinished batch expires (default 0: never)",
+    )
+    add(
+        "--batch-create-delay",
+        type=_non_negative_float,
+        default=0.0,
+        help="seconds to wait before answering the first batch creation, once it is kept",
+    )
+    add(
+        "--batch-file-delay",
+        type=_non_negative_float,
+        default=0.0,
+        help="seconds to wait before sending the first file content asked for",
+    )
     add("--ready-file", default=None, metavar="PATH", help="write the bound port here once up")
     return parser
 
@@ -289,6 +335,12 @@ def parse_config(argv: Sequence[str] | None = None) -> SimulatorConfig:
             hostile=_hostile_map(args.hostile),
             trickle_ms=args.trickle_ms,
             huge_answer_chars=args.huge_answer_chars,
+            batch_dir=args.batch_dir,
+            batch_delay_s=args.batch_delay,
+            batch_error_rate=args.batch_error_rate,
+            batch_expire_s=args.batch_expire,
+            batch_create_delay_s=args.batch_create_delay,
+            batch_file_delay_s=args.batch_file_delay,
         )
     except ValueError as exc:
         parser.error(str(exc))

@@ -22,6 +22,7 @@ from jury.simulator.answers import (
     reasoning_for,
     render_answer,
 )
+from jury.simulator.batches import BATCHES_KEY, add_batch_routes, batch_stats, count_api_calls
 from jury.simulator.config import SimulatorConfig
 from jury.simulator.faults import plan_faults
 from jury.simulator.hostile import HOSTILE_REASONING, hostile_body, huge_answer, send_body
@@ -223,7 +224,8 @@ async def list_models(request: web.Request) -> web.Response:
 
 
 async def get_stats(request: web.Request) -> web.Response:
-    return web.json_response(request.app[STATE_KEY].stats.snapshot())
+    stats = request.app[STATE_KEY].stats.snapshot()
+    return web.json_response({**stats, "batch_api": batch_stats(request.app[BATCHES_KEY])})
 
 
 async def reset_stats(request: web.Request) -> web.Response:
@@ -257,7 +259,9 @@ async def count_in_flight(request: web.Request, handler: Handler) -> web.StreamR
 
 
 def create_app(config: SimulatorConfig) -> web.Application:
-    app = web.Application(client_max_size=MAX_REQUEST_BYTES, middlewares=[count_in_flight])
+    app = web.Application(
+        client_max_size=MAX_REQUEST_BYTES, middlewares=[count_in_flight, count_api_calls]
+    )
     app[STATE_KEY] = SimulatorState(config)
     # Any path prefix, as gateways and proxies put one (a deployment, sometimes a token).
     for path in ("/v1/chat/completions", "/chat/completions", "/{prefix:.+}/chat/completions"):
@@ -266,6 +270,7 @@ def create_app(config: SimulatorConfig) -> web.Application:
     app.router.add_get("/stats", get_stats)
     app.router.add_post("/stats/reset", reset_stats)
     app.router.add_get("/health", health)
+    add_batch_routes(app, config)
     return app
 
 
@@ -275,6 +280,11 @@ def _write_ready_file(path: str, port: int) -> None:
     with open(partial, "w", encoding="utf-8") as handle:
         handle.write(f"{port}\n")
     os.replace(partial, path)
+
+
+def _loopback(host: str) -> str:
+    """Where the simulator reaches itself: a wildcard address is not one to connect to."""
+    return {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(host, host)
 
 
 def _url_host(host: str) -> str:
@@ -290,6 +300,7 @@ async def serve(config: SimulatorConfig, stop: asyncio.Event | None = None) -> N
         await site.start()
         # With port 0 the OS chose; a host with several addresses reports its first one.
         port = int(runner.addresses[0][1])
+        runner.app[BATCHES_KEY].self_url = f"http://{_url_host(_loopback(config.host))}:{port}"
         print(f"simulator listening on http://{_url_host(config.host)}:{port}", flush=True)
         if config.ready_file:
             _write_ready_file(config.ready_file, port)

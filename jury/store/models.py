@@ -184,3 +184,46 @@ class ChordCallbackRow(_CellKey, Base):
 
     round: Mapped[int] = mapped_column(Integer, default=0)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class ProviderBatchRow(Base):
+    """One batch submitted to a provider's Batch API (docs/batch-api.md). Written, with its
+    requests claimed, before anything is sent: the intent a restarted worker finishes."""
+
+    __tablename__ = "jury_provider_batches"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    batch_id: Mapped[str] = mapped_column(ForeignKey("jury_batches.id", ondelete="CASCADE"))
+    judge: Mapped[str] = mapped_column(String(ID))
+    model: Mapped[str] = mapped_column(String(ID))
+    api_base: Mapped[str] = mapped_column(String(1000), default="")
+    key_env: Mapped[str] = mapped_column(String(ID), default="")
+    state: Mapped[str] = mapped_column(String(16), index=True)
+    provider_id: Mapped[str | None] = mapped_column(String(ID), nullable=True)
+    provider_status: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    n_requests: Mapped[int] = mapped_column(Integer, default=0)
+    n_done: Mapped[int] = mapped_column(Integer, default=0)
+    n_failed: Mapped[int] = mapped_column(Integer, default=0)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    next_poll_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class BatchRequestRow(Base):
+    """One call of a batch judge's task, waiting for (or in) a provider batch."""
+
+    __tablename__ = "jury_batch_requests"
+    __table_args__ = (UniqueConstraint("custom_id", name="uq_batch_request"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    custom_id: Mapped[str] = mapped_column(String(1100))
+    batch_id: Mapped[str] = mapped_column(ForeignKey("jury_batches.id", ondelete="CASCADE"))
+    item_id: Mapped[str] = mapped_column(String(ID))
+    dimension: Mapped[str] = mapped_column(String(ID))
+    judge: Mapped[str] = mapped_column(String(ID))
+    sample: Mapped[int] = mapped_column(Integer)
+    call: Mapped[int] = mapped_column(Integer, default=0)
+    messages: Mapped[list[dict[str, str]]] = mapped_column(JSON)
+    state: Mapped[str] = mapped_column(String(16), index=True)
+    provider_batch: Mapped[str | None] = mapped_column(String(64), nullable=True, index=True)
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)

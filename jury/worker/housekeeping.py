@@ -17,6 +17,7 @@ from collections.abc import Callable
 
 from jury.worker.liveness import HeldMessages, Liveness
 from jury.worker.parking import Parking
+from jury.worker.provider_batches import ProviderBatchThread
 from jury.worker.runtime import WorkerRuntime
 from jury.worker.sweeper import sweep_if_mine
 
@@ -43,6 +44,9 @@ class Housekeeper(threading.Thread):
         if self.held is not None:
             self.liveness = Liveness(settings, runtime.redis, self.held)
         beat_every = max(TICK_S, settings.heartbeat_timeout_s / 12)
+        # Provider batches (docs/batch-api.md) in a thread of their own: storing a large one's
+        # lines takes seconds, which must not hold up parked tasks and heartbeats.
+        ProviderBatchThread(self.runtime, self.node, self.stopped).start()
         due = {"beat": 0.0, "lines": 0.0, "sweep": time.monotonic() + settings.sweep_interval_s}
         while not self.stopped.wait(TICK_S):
             now = time.monotonic()

@@ -30,11 +30,13 @@ from jury.schemas.adaptive import first_round
 from jury.schemas.batch import BatchConfig, Dimension, Item, Judge
 from jury.schemas.calls import CallSpec, call_spec
 from jury.schemas.errors import JuryError
+from jury.schemas.provider_batches import custom_id
 from jury.schemas.results import CellSample, SampleResult
 from jury.schemas.tasks import CellRef, SampleRef
 from jury.store.cache import CacheEntry, find_cached_answers
 from jury.store.chords import claim_callbacks
 from jury.store.escalations import is_escalated
+from jury.store.provider_batches import record_requests
 from jury.store.samples import SampleWrite, count_cells, record_writes
 from jury.worker.cache import cache_key, cached_samples
 from jury.worker.gating import Deferred, GatedCall
@@ -85,9 +87,12 @@ async def judge_task(
     ref: SampleRef,
     judged: list[CellSample] | None = None,
     waited_s: float = 0.0,
+    live: bool = False,
 ) -> TaskOutcome:
     """Judge (or, with `judged`, only store) one task; send the callbacks of the cells it
-    completes. `waited_s`: how long the task has been parked so far."""
+    completes. `waited_s`: how long the task has been parked so far. A judge with `batch_api`
+    has its calls stored as requests for a provider batch instead (unless `live`: a request the
+    provider's batch failed, sent on to a live call)."""
     if judged is not None:  # judged and paid for by an earlier attempt
         await _store(runtime, ref, judged, None)
         return TaskOutcome(judged)
@@ -103,6 +108,9 @@ async def judge_task(
     if prepared.cached is not None:  # no call made, nothing spent
         await _store(runtime, ref, prepared.cached, None)
         return TaskOutcome(prepared.cached, cached=True)
+    if prepared.judge.batch_api and not live:
+        await runtime.in_store(record_requests, runtime.sessions, batch_requests(ref, prepared))
+        return TaskOutcome(skipped=BATCH_API_QUEUED)
     try:
         samples = await _call(runtime, ref, prepared)
     except Deferred as exc:
@@ -114,6 +122,26 @@ async def judge_task(
     cache = runtime.result_cache.entry(prepared.cache_key, prepared.judge, samples)
     await _store(runtime, ref, samples, cache, spent=True)
     return TaskOutcome(samples)
+
+
+BATCH_API_QUEUED = "queued for the provider's Batch API"
+
+
+def batch_requests(ref: SampleRef, prepared: _Prepared) -> list[dict[str, object]]:
+    """The task's calls as requests for a provider batch, one per call, named by custom_id."""
+    return [
+        {
+            "custom_id": custom_id(*ref, call),
+            "batch_id": ref.batch_id,
+            "item_id": ref.item_id,
+            "dimension": ref.dimension,
+            "judge": ref.judge,
+            "sample": ref.sample,
+            "call": call,
+            "messages": messages,
+        }
+        for call, messages in enumerate(prepared.messages)
+    ]
 
 
 def _waited_too_long(

@@ -83,10 +83,13 @@ async def judge_body(runtime: WorkerRuntime, args: list[Any], kwargs: dict[str, 
     waited = float(kwargs.get("waited_s") or 0.0)
     if kwargs.get("parked_at"):
         waited += max(0.0, time.time() - float(kwargs["parked_at"]))
+    live = bool(kwargs.get("live"))
     try:
-        return task_result(await judge_task(runtime, ref, known, waited))
+        return task_result(await judge_task(runtime, ref, known, waited, live))
     except Deferred as exc:
-        waiting = {"waited_s": round(waited, 3), "parked_at": round(time.time(), 3)}
+        waiting: dict[str, Any] = {"waited_s": round(waited, 3), "parked_at": round(time.time(), 3)}
+        if live:
+            waiting["live"] = True
         queue = _lane(runtime, ref)
         await runtime.in_store(
             runtime.queues.park, tuple(ref), queue, waiting, exc.countdown_s, exc.line

@@ -19,6 +19,7 @@ from jury.schemas.calls import task_refs
 from jury.schemas.settings import Settings
 from jury.schemas.tasks import SampleRef
 from jury.store.missing import missing_samples
+from jury.store.provider_batches import open_requests
 from jury.store.redis_client import BrokerRedis
 from jury.store.repository import running_batches
 from jury.store.samples import count_batch_samples
@@ -53,6 +54,8 @@ def requeue_lost_tasks(runtime: WorkerRuntime) -> int:
         return 0
     requeued = 0
     for batch_id in batches:
+        if open_requests(runtime.sessions, batch_id):
+            continue  # waiting for a provider's batch (docs/batch-api.md), not lost
         stored = count_batch_samples(runtime.sessions, batch_id)
         key = broker.key(idle_key(settings, batch_id))
         seen = client.get(key)
