@@ -89,8 +89,8 @@ def main() -> None:
     parser.add_argument("--runs", default="live,batch")
     args = parser.parse_args()
     # The workers inherit these: a short collection window and polls every 2 s.
-    os.environ.setdefault("JURY_BATCH_API_WINDOW_S", "2")
-    os.environ.setdefault("JURY_BATCH_API_POLL_S", "2")
+    os.environ.setdefault("JURY_BATCH_API_WINDOW", "2")
+    os.environ.setdefault("JURY_BATCH_API_POLL", "2")
     rows = []
     with tempfile.TemporaryDirectory(prefix="jury-batch-api-") as tmp:
         for name in args.runs.split(","):

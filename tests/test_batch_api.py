@@ -39,10 +39,10 @@ pytestmark = pytest.mark.integration
 
 # Short collection window, polls and locks, so that a test takes seconds.
 FAST = {
-    "JURY_BATCH_API_STEP_S": "0.2",
-    "JURY_BATCH_API_WINDOW_S": "0.5",
-    "JURY_BATCH_API_POLL_S": "0.3",
-    "JURY_BATCH_API_LOCK_S": "2",
+    "JURY_BATCH_API_STEP": "0.2",
+    "JURY_BATCH_API_WINDOW": "0.5",
+    "JURY_BATCH_API_POLL": "0.3",
+    "JURY_BATCH_API_LOCK": "2",
 }
 
 

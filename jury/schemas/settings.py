@@ -41,6 +41,10 @@ _ENV_NAMES: dict[str, str] = {
     "publish_wave": "JURY_PUBLISH_WAVE",
     "retry_base_delay_s": "JURY_RETRY_BASE_DELAY",
     "retry_max_delay_s": "JURY_RETRY_MAX_DELAY",
+    "batch_api_step_s": "JURY_BATCH_API_STEP",
+    "batch_api_window_s": "JURY_BATCH_API_WINDOW",
+    "batch_api_poll_s": "JURY_BATCH_API_POLL",
+    "batch_api_lock_s": "JURY_BATCH_API_LOCK",
 }
 
 
@@ -124,6 +128,14 @@ class Settings(BaseModel):
     worker_pool: str = ENGINE_POOL
     # A worker silent this long is dead: the tasks it held are queued again (engine pool).
     heartbeat_timeout_s: float = Field(default=30.0, gt=0)
+    # Providers' Batch APIs (jury.worker.provider_batches): seconds between a worker's steps;
+    # how long requests gather before a provider batch is submitted; the shortest poll
+    # interval; how long a submitter's or poller's lock lasts unrenewed (a dead one's work is
+    # taken over then).
+    batch_api_step_s: float = Field(default=1.0, gt=0)
+    batch_api_window_s: float = Field(default=5.0, ge=0)
+    batch_api_poll_s: float = Field(default=5.0, gt=0)
+    batch_api_lock_s: float = Field(default=30.0, gt=0)
     # Task events from the start: Flower turns them on anyway (every 5 s, for every worker)
     # while it runs; they cost a worker about a third of its CPU per judgment.
     task_events: bool = False

@@ -47,13 +47,10 @@ from jury.worker.runtime import WorkerRuntime
 
 log = logging.getLogger("jury.batch_api")
 
-# Seconds between steps, the collection window, the shortest poll interval, and how long a
-# submitter's or poller's lock lasts without renewal (a dead one's work is taken over then).
-STEP_S = float(os.environ.get("JURY_BATCH_API_STEP_S", "1.0"))
-WINDOW_S = float(os.environ.get("JURY_BATCH_API_WINDOW_S", "5.0"))
-POLL_MIN_S = float(os.environ.get("JURY_BATCH_API_POLL_S", "5.0"))
+# The longest poll interval (an old provider batch is polled every minute). The step, the
+# collection window, the shortest poll interval and the locks' length are Settings
+# (batch_api_*_s).
 POLL_MAX_S = 60.0
-LOCK_S = float(os.environ.get("JURY_BATCH_API_LOCK_S", "30.0"))
 # Stored in one transaction at a time.
 STORE_CHUNK = 500
 # Error kinds another attempt would not change.
@@ -73,11 +70,13 @@ class ProviderBatches:
     def _lock(self, name: str) -> bool:
         key = self.runtime.redis.key(f"jury:batch_api:{self.runtime.settings.queue}:{name}")
         client = self.runtime.redis.client
-        if client.set(key, self.node, nx=True, px=int(LOCK_S * 1000)):
+        if client.set(
+            key, self.node, nx=True, px=int(self.runtime.settings.batch_api_lock_s * 1000)
+        ):
             return True
         held = client.get(key)
         if held in (self.node, self.node.encode()):
-            client.pexpire(key, int(LOCK_S * 1000))
+            client.pexpire(key, int(self.runtime.settings.batch_api_lock_s * 1000))
             return True
         return False
 
@@ -111,7 +110,10 @@ class ProviderBatches:
                 if self.runtime.state(batch_id).skips_work:
                     continue
                 judge = self.runtime.config(batch_id).judge(judge_name)
-                if waiting < judge.batch_max_requests and (now - newest).total_seconds() < WINDOW_S:
+                if (
+                    waiting < judge.batch_max_requests
+                    and (now - newest).total_seconds() < self.runtime.settings.batch_api_window_s
+                ):
                     continue
                 while claimed := store.claim_requests(
                     sessions, self._intent(batch_id, judge), judge.batch_max_requests
@@ -153,7 +155,7 @@ class ProviderBatches:
         except JudgeCallError as exc:
             log.warning("provider batch %s not submitted yet: %s", intent.id, exc)
             return
-        poll_at = datetime.now(UTC) + timedelta(seconds=POLL_MIN_S)
+        poll_at = datetime.now(UTC) + timedelta(seconds=self.runtime.settings.batch_api_poll_s)
         store.set_batch(
             sessions,
             intent.id,
@@ -182,7 +184,7 @@ class ProviderBatches:
         age = (
             now - batch.created_at.replace(tzinfo=batch.created_at.tzinfo or UTC)
         ).total_seconds()
-        interval = min(POLL_MAX_S, max(POLL_MIN_S, age / 10))
+        interval = min(POLL_MAX_S, max(self.runtime.settings.batch_api_poll_s, age / 10))
         store.set_batch(sessions, batch.id, next_poll_at=now + timedelta(seconds=interval))
         judge = self.runtime.config(batch.batch_id).judge(batch.judge)
         client = self._client(judge)
@@ -324,7 +326,7 @@ class ProviderBatches:
 
 
 class ProviderBatchThread(threading.Thread):
-    """Runs a worker's ProviderBatches every STEP_S until stopped."""
+    """Runs a worker's ProviderBatches every `batch_api_step_s` until stopped."""
 
     def __init__(
         self, runtime: Callable[[], WorkerRuntime], node: str, stopped: threading.Event
@@ -335,8 +337,9 @@ class ProviderBatchThread(threading.Thread):
         self.stopped = stopped
 
     def run(self) -> None:
-        batches = ProviderBatches(self.runtime(), self.node)
-        while not self.stopped.wait(STEP_S):
+        runtime = self.runtime()
+        batches = ProviderBatches(runtime, self.node)
+        while not self.stopped.wait(runtime.settings.batch_api_step_s):
             try:
                 batches.step()
             except Exception:
