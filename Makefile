@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 
-.PHONY: demo test lint docs bench-ratelimit bench-faults bench-throughput bench-scaling bench-stability bench-modes bench-cache bench-trust bench-concurrency bench-batchapi test-real bench-real clean
+.PHONY: demo test test-slow lint docs bench-ratelimit bench-faults bench-throughput bench-scaling bench-stability bench-modes bench-cache bench-trust bench-concurrency bench-batchapi test-real bench-real clean
 
 $(STAMP): requirements.lock pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -81,6 +81,10 @@ $(REAL_STAMP): requirements-real.lock
 	CMAKE_BUILD_PARALLEL_LEVEL=2 $(REAL_VENV)/bin/python -m pip install --quiet \
 		--disable-pip-version-check --no-deps --no-build-isolation -r requirements-real.lock
 	touch $(REAL_STAMP)
+
+# Longer integration tests kept out of `make test` for its five minutes (they skip there).
+test-slow: $(STAMP)
+	JURY_TEST_SLOW=1 $(BIN)/python -m pytest -q tests/test_batch_api_more.py
 
 test-real: $(STAMP) $(REAL_STAMP)
 	$(REAL_ENV) $(BIN)/python -m pytest -q -s tests/real
