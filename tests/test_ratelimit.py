@@ -178,9 +178,11 @@ client = redis.Redis.from_url(sys.argv[1])
 limiter = RedisRateLimiter(client, horizon_s=30, prefix=sys.argv[2])
 starts = []
 for i in range(int(sys.argv[3])):
+    before = time.time()
     permit = limiter.reserve("shared", Limits(rpm=600), 1, f"{sys.argv[4]}-{i}")
+    after = time.time()
     assert permit.granted
-    starts.append(time.time() + permit.wait_s)
+    starts.append(((before + after) / 2 + permit.wait_s, after - before))
 print(json.dumps(starts))
 """
 
@@ -197,15 +199,17 @@ def test_two_processes_share_one_budget(redis_url: str) -> None:
         )
         for name in ("p1", "p2")
     ]
-    starts = sorted(s for p in procs for s in json.loads(p.communicate(timeout=60)[0]))
-    assert len(starts) == 50
-    gaps = [b - a for a, b in itertools.pairwise(starts)]
+    timed = sorted(tuple(s) for p in procs for s in json.loads(p.communicate(timeout=60)[0]))
+    assert len(timed) == 50
     # 600 rpm is one call per 100 ms: together they never get more than that. Each start is
-    # read off the client's clock after its round trip, so a process descheduled there (a
-    # loaded machine) shifts one start by some tens of milliseconds: the window check below
-    # is the exact one.
-    assert min(gaps) >= 0.1 - 0.035
-    assert max(sum(1 for s in starts if t <= s < t + 0.99) for t in starts) <= 10
+    # read off the client's clock, give or take half its round trip, and a process
+    # descheduled there (a loaded machine) would shift it by tens of milliseconds: only the
+    # starts whose round trip took under 10 ms are counted.
+    exact = [start for start, round_trip in timed if round_trip < 0.01]
+    assert len(exact) >= 20, f"only {len(exact)} quick round trips: the machine is too busy"
+    gaps = [b - a for a, b in itertools.pairwise(exact)]
+    assert min(gaps) >= 0.1 - 0.01
+    assert max(sum(1 for s in exact if t <= s < t + 0.99) for t in exact) <= 10
 
 
 def test_cool_down_reaches_another_process(redis_url: str) -> None:
