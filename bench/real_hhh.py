@@ -8,7 +8,8 @@ through jury, and its winners are checked against the side people preferred.
 
 Data: the 110 HHH pairs (HHH alignment, Askell et al. 2021, BIG-bench `hhh_alignment`,
 Apache-2.0, as redistributed by prometheus-eval, Apache-2.0), read from
-jury/examples/hhh_pairwise_items.jsonl (or any file of the same shape, --data). The labels stay here: the items jury sees carry none. Two formats, each one batch
+jury/examples/hhh_pairwise_items.jsonl (or any file of the same shape, --data). The labels
+stay here: the items jury sees carry none. Two formats, each one batch
 per category whose one dimension is that category's criterion (the data's README gives the
 four texts):
 - pairwise: jury's pairwise batch (both outputs in one prompt, asked in both orders); the

@@ -9,7 +9,7 @@ checked here against this machine's environment but stored as written (schemas.p
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -187,8 +187,13 @@ def _judge_problems(config: BatchConfig) -> list[str]:
     return problems
 
 
-def load_batch(path: str | Path, limits: InputLimits | None = None) -> BatchSource:
-    """Read and validate a whole batch; raises BatchFileError naming every problem found."""
+def load_batch(
+    path: str | Path,
+    limits: InputLimits | None = None,
+    adjust: Callable[[dict[str, Any]], None] | None = None,
+) -> BatchSource:
+    """Read and validate a whole batch; raises BatchFileError naming every problem found.
+    `adjust` changes the parsed document before it is validated (`jury submit --set`)."""
     path = Path(path)
     limits = limits or InputLimits.from_env()
     data = parse_document(path, read_document(path, limits, "batch file"), limits)
@@ -196,6 +201,8 @@ def load_batch(path: str | Path, limits: InputLimits | None = None) -> BatchSour
         raise BatchFileError(
             str(path), ["the top level must be a mapping with judges, dimensions and items"]
         )
+    if adjust is not None:
+        adjust(data)
     raw_items = data.pop("items", None)
     try:
         config = BatchConfig.model_validate(data)
