@@ -81,15 +81,22 @@ class Results:
     failures: list[JudgeFailures]
     judges: list[str]
     pairwise: bool = False
+    methods: list[str] = field(default_factory=list)  # aggregation.also_across_models
 
     def rows(self, samples: bool = False) -> list[dict[str, Any]]:
         """One flat dict per record (the CSV columns of `jury results --format csv`), or with
         `samples`, one per judgment (those of `jury results --samples`)."""
         if samples:
             return [sample_record(s) for s in self.samples]
-        columns = csv_columns(self.judges, self.pairwise)
+        columns = csv_columns(self.judges, self.pairwise, methods=self.methods)
         return [
-            dict(zip(columns, record_row(r, self.judges, self.pairwise), strict=True))
+            dict(
+                zip(
+                    columns,
+                    record_row(r, self.judges, self.pairwise, methods=self.methods),
+                    strict=True,
+                )
+            )
             for r in self.records
         ]
 
@@ -99,7 +106,11 @@ class Results:
             import pandas
         except ImportError:
             raise JuryError(PANDAS_MISSING) from None
-        columns = SAMPLE_COLUMNS if samples else csv_columns(self.judges, self.pairwise)
+        columns = (
+            SAMPLE_COLUMNS
+            if samples
+            else csv_columns(self.judges, self.pairwise, methods=self.methods)
+        )
         frame = pandas.DataFrame(self.rows(samples), columns=columns)
         return frame.replace({"": None}) if not samples else frame
 
@@ -140,6 +151,7 @@ class Batch:
             failures=judge_failures(self.sessions, self.id, config),
             judges=[j.name for j in config.panel],
             pairwise=config.pairwise is not None,
+            methods=config.aggregation.reported_methods,
         )
 
 

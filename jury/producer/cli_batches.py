@@ -252,6 +252,7 @@ def results(batch_id: str, fmt: str, output: Path | None, samples: bool) -> None
                 pairwise=config.pairwise is not None,
                 labelled=config.has_labels,
                 calibrated=config.resolved_calibration is not None,
+                methods=config.aggregation.reported_methods,
             )
     finally:
         if output:

@@ -150,6 +150,10 @@ class RecordsSection:
         summary = (
             f"<b>{escape(verdict.item_id)}</b> · {escape(verdict.criterion_id)} · final "
             f"{fmt_score(m.final_score)} · {outcome}"
+            + "".join(
+                f" · {escape(method)} {fmt_score(score)}"
+                for method, score in (verdict.aggregations or {}).items()
+            )
             + (
                 f' · <span class="warn">⚑ {escape(reasons or "review")}</span>'
                 if flagged == "1"

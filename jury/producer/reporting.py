@@ -8,7 +8,7 @@ import json
 import os
 import sys
 from collections import Counter, defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import IO, Any
 
@@ -175,11 +175,16 @@ CALIBRATED_CSV_COLUMNS = ["calibrated_final_score", "calibrated_passed"]
 
 
 def csv_columns(
-    judges: list[str], pairwise: bool = False, labelled: bool = False, calibrated: bool = False
+    judges: list[str],
+    pairwise: bool = False,
+    labelled: bool = False,
+    calibrated: bool = False,
+    methods: Sequence[str] = (),
 ) -> list[str]:
     """The flat columns of a record: CSV_COLUMNS, each judge's score, std and failed count,
     a pairwise batch's winner and agreement, a labelled batch people's label, a calibrated
-    one the calibrated final score and verdict."""
+    one the calibrated final score and verdict, then the score by each side-by-side method
+    (`aggregation:median`)."""
     judge_columns = [f"{j}:{part}" for j in judges for part in ("score", "std", "n_failed")]
     return (
         CSV_COLUMNS
@@ -187,6 +192,7 @@ def csv_columns(
         + (PAIRWISE_CSV_COLUMNS if pairwise else [])
         + (["human_label"] if labelled else [])
         + (CALIBRATED_CSV_COLUMNS if calibrated else [])
+        + [f"aggregation:{method}" for method in methods]
     )
 
 
@@ -196,6 +202,7 @@ def record_row(
     pairwise: bool = False,
     labelled: bool = False,
     calibrated: bool = False,
+    methods: Sequence[str] = (),
 ) -> list[Any]:
     """A record as one flat row, in csv_columns order (CSV, DataFrames)."""
     m = verdict.consensus_metrics
@@ -222,6 +229,8 @@ def record_row(
     if calibrated:
         scores = verdict.calibrated
         row += [scores.final_score, scores.passed] if scores else ["", ""]
+    side = verdict.aggregations or {}
+    row += ["" if side.get(m) is None else side[m] for m in methods]
     return row
 
 
@@ -232,13 +241,15 @@ def write_csv(
     pairwise: bool = False,
     labelled: bool = False,
     calibrated: bool = False,
+    methods: Sequence[str] = (),
 ) -> Summary:
     """One row per record (csv_columns, record_row)."""
     summary = Summary()
     writer = csv.writer(out)
-    writer.writerow(csv_columns(judges, pairwise, labelled, calibrated))
+    writer.writerow(csv_columns(judges, pairwise, labelled, calibrated, methods))
     for verdict in verdicts:
-        writer.writerow(record_row(summary.add(verdict), judges, pairwise, labelled, calibrated))
+        row = record_row(summary.add(verdict), judges, pairwise, labelled, calibrated, methods)
+        writer.writerow(row)
     return summary
 
 
