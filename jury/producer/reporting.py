@@ -21,6 +21,7 @@ from jury.producer.pairwise_report import PAIRWISE_NOTE, pairwise_table, winner_
 from jury.producer.terminal import safe_text
 from jury.producer.trust_tables import print_trust
 from jury.schemas.agreement import Agreement, AgreementAccumulator, AgreementReport
+from jury.schemas.comparison import DimensionCorrelations
 from jury.schemas.pairwise import PairwiseAccumulator
 from jury.schemas.results import Level, Verdict
 from jury.schemas.status import BatchStatus
@@ -53,9 +54,11 @@ class Summary:
     _agreement: AgreementAccumulator = field(default_factory=AgreementAccumulator)
     pairwise: PairwiseAccumulator = field(default_factory=PairwiseAccumulator)
     trust: TrustRecords = field(default_factory=TrustRecords)
+    dimensions: DimensionCorrelations = field(default_factory=DimensionCorrelations)
 
     def add(self, verdict: Verdict) -> Verdict:
         self._agreement.add(verdict)
+        self.dimensions.add(verdict)
         self.trust.add(verdict)
         if verdict.pairwise is not None:
             self.pairwise.add(verdict.criterion_id, verdict.pairwise)
@@ -92,6 +95,7 @@ class Summary:
                 for criterion, total in self._score_totals.items()
             },
             "agreement": self.agreement().model_dump(mode="json"),
+            "dimension_correlation": [c.model_dump() for c in self.dimensions.report()],
             "trust": self.trust_report().model_dump(mode="json"),
         }
         if not self.pairwise.empty:  # pairwise batches: win/loss/tie totals and agreement
