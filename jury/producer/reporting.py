@@ -172,6 +172,13 @@ PAIRWISE_CSV_COLUMNS = [
     "agreement_pct",
     "position_consistency_pct",
     "first_position_bias",
+    "std_a",
+    "std_b",
+    "majority_winner",
+    "majority_agreement_pct",
+    "name_a",
+    "name_b",
+    "winner_name",
 ]
 
 
