@@ -19,6 +19,7 @@ from pydantic import ValidationError
 from jury.producer.calibration_file import read_calibration_file
 from jury.producer.documents import parse_document, read_document
 from jury.producer.item_readers import ItemsFile, Record, items_file_spec, read_records
+from jury.producer.judge_config_file import merge_judge_config
 from jury.producer.model_catalog import model_problem
 from jury.producer.planning import budget_problems
 from jury.schemas.batch import BatchConfig, Item, Judge
@@ -201,8 +202,12 @@ def load_batch(
         raise BatchFileError(
             str(path), ["the top level must be a mapping with judges, dimensions and items"]
         )
+    # A judge config of its own (`judges: judge_config.json`), before and after the
+    # overrides: `--set judges.0.n=5` reaches into it, `--set judges=other.json` names another.
+    merge_judge_config(path, data, limits)
     if adjust is not None:
         adjust(data)
+        merge_judge_config(path, data, limits)
     raw_items = data.pop("items", None)
     try:
         config = BatchConfig.model_validate(data)
