@@ -23,7 +23,7 @@ from jury.producer.judge_config_file import merge_judge_config
 from jury.producer.model_catalog import model_problem
 from jury.producer.planning import budget_problems
 from jury.schemas.batch import BatchConfig, Item, Judge
-from jury.schemas.errors import BatchFileError
+from jury.schemas.errors import BatchFileError, JuryError
 from jury.schemas.labels import label_problems
 from jury.schemas.limits import InputLimits
 from jury.schemas.placeholders import PlaceholderError, expand_fields, redact
@@ -206,7 +206,12 @@ def load_batch(
     # overrides: `--set judges.0.n=5` reaches into it, `--set judges=other.json` names another.
     merge_judge_config(path, data, limits)
     if adjust is not None:
-        adjust(data)
+        try:
+            adjust(data)
+        except BatchFileError:
+            raise
+        except JuryError as exc:  # a --set that does not fit the file
+            raise BatchFileError(str(path), [str(exc)]) from None
         merge_judge_config(path, data, limits)
     raw_items = data.pop("items", None)
     try:
