@@ -79,3 +79,21 @@ def test_sampled_batch_with_overrides_runs_as_changed(
         (3, 0.0, 3),
         (1, 0.0, 3),
     ]
+
+
+def test_the_python_api_takes_the_same_options(
+    tmp_path: Path, sqlite_workers: Settings, simulator: ManagedProcess
+) -> None:
+    import jury as api
+
+    overrides = ["judges.0.n=1", "judges.1.n=1", "aggregation.also_across_models=[min, max]"]
+    batch = api.submit(
+        _batch(tmp_path, simulator), settings=sqlite_workers, sample=3, seed=7, overrides=overrides
+    )
+    batch.wait(timeout=60, progress=False)
+    results = batch.results()
+    expected = [ITEMS[i]["id"] for i in sample_indices(len(ITEMS), 3, 7)]
+    assert [r.item_id for r in results.records] == expected
+    row = results.rows()[0]
+    scores = [e.aggregated_score for e in results.records[0].llm_evaluations.values()]
+    assert (row["aggregation:min"], row["aggregation:max"]) == (min(scores), max(scores))
