@@ -132,5 +132,10 @@ def test_per_dimension_against_combined(
     assert first["n_items"] == 8
     assert first["pearson"] == (None if r is None else pytest.approx(r, abs=1e-4))
 
+    page = runner.invoke(jury, ["report", ids[0], "-o", "-"], env=env).output
+    assert "Correlation between dimensions" in page
+    if first["pearson"] is not None:
+        assert f"<td>{first['pearson']:+.2f}</td><td>8</td>" in page
+
     table = runner.invoke(jury, ["compare", *ids], env=env)
     assert table.exit_code == 0 and "level_of_detail" in table.output and "8 items" in table.output
