@@ -29,7 +29,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -41,6 +41,7 @@ from jury.producer.diagnosis import watch_batch
 from jury.producer.following import Display, follow_batch, interrupted
 from jury.producer.labelled_records import read_records
 from jury.producer.loading import load_batch
+from jury.producer.overrides import SubmitOptions, sample_items
 from jury.producer.report_samples import SAMPLE_COLUMNS, sample_record
 from jury.producer.reporting import csv_columns, record_row
 from jury.producer.starter import first_items
@@ -81,15 +82,22 @@ class Results:
     failures: list[JudgeFailures]
     judges: list[str]
     pairwise: bool = False
+    methods: list[str] = field(default_factory=list)  # aggregation.also_across_models
 
     def rows(self, samples: bool = False) -> list[dict[str, Any]]:
         """One flat dict per record (the CSV columns of `jury results --format csv`), or with
         `samples`, one per judgment (those of `jury results --samples`)."""
         if samples:
             return [sample_record(s) for s in self.samples]
-        columns = csv_columns(self.judges, self.pairwise)
+        columns = csv_columns(self.judges, self.pairwise, methods=self.methods)
         return [
-            dict(zip(columns, record_row(r, self.judges, self.pairwise), strict=True))
+            dict(
+                zip(
+                    columns,
+                    record_row(r, self.judges, self.pairwise, methods=self.methods),
+                    strict=True,
+                )
+            )
             for r in self.records
         ]
 
@@ -99,7 +107,11 @@ class Results:
             import pandas
         except ImportError:
             raise JuryError(PANDAS_MISSING) from None
-        columns = SAMPLE_COLUMNS if samples else csv_columns(self.judges, self.pairwise)
+        columns = (
+            SAMPLE_COLUMNS
+            if samples
+            else csv_columns(self.judges, self.pairwise, methods=self.methods)
+        )
         frame = pandas.DataFrame(self.rows(samples), columns=columns)
         return frame.replace({"": None}) if not samples else frame
 
@@ -140,6 +152,7 @@ class Batch:
             failures=judge_failures(self.sessions, self.id, config),
             judges=[j.name for j in config.panel],
             pairwise=config.pairwise is not None,
+            methods=config.aggregation.reported_methods,
         )
 
 
@@ -179,20 +192,28 @@ def submit(
     batch_id: str | None = None,
     limit: int | None = None,
     settings: Settings | None = None,
+    sample: int | None = None,
+    seed: int = 0,
+    overrides: Sequence[str] = (),
 ) -> Batch:
     """Validate and submit a batch: a batch file's path, or a dict shaped like one (with its
     items inline, or given as `items`: dicts or `jury.Item`s). Nothing is enqueued when any
     part is invalid (JuryError says what and where). `settings` default to the JURY_*
-    environment; `limit` judges the first items only."""
+    environment; `limit` judges the first items only, `sample` a reproducible random sample
+    of them (`seed`); `overrides` are `jury submit --set` changes (`"judges.0.n=5"`)."""
     from jury.producer.publishing import check_broker, create_producer_app
     from jury.producer.submission import submit_batch
 
     path = Path(batch) if isinstance(batch, str | os.PathLike) else _write_spec(batch, items)
     if isinstance(batch, str | os.PathLike) and items is not None:
         raise JuryError("`items=` goes with a batch given as a dict; a batch file names its own")
-    source = load_batch(path)
+    if sample is not None and limit is not None:
+        raise JuryError("`sample` and `limit` both choose the items: give one")
+    source = load_batch(path, adjust=SubmitOptions(tuple(overrides)).apply)
     if limit is not None:
         source = first_items(source, limit)
+    if sample is not None:
+        source = sample_items(source, sample, seed)
     settings = settings or Settings.from_env()
     check_broker(settings)
     sessions = session_factory(settings.database_url)

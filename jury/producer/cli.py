@@ -10,6 +10,7 @@ from jury._version import version_line
 from jury.producer.cli_batches import cancel, results, resume, status, submit
 from jury.producer.cli_inspect import list_batches, report, show
 from jury.producer.cli_services import demo, flower, init, simulate, worker
+from jury.producer.compare_command import compare
 from jury.producer.trust_command import agreement
 
 
@@ -44,6 +45,7 @@ for command in (
     cancel,
     resume,
     agreement,
+    compare,
     worker,
     simulate,
     flower,

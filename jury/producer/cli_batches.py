@@ -23,6 +23,7 @@ from jury.producer.cli_common import (
 from jury.producer.following import Display, print_progress, print_verdicts, snapshot, status_json
 from jury.producer.labelled_records import read_records
 from jury.producer.loading import load_batch
+from jury.producer.overrides import SubmitOptions, sample_items
 from jury.producer.planning import plan_batch
 from jury.producer.provider_batch_view import (
     open_provider_batches,
@@ -58,6 +59,29 @@ from jury.store.repository import batch_status, load_config
     metavar="N",
     help="Judge only the first N items (to try a batch before paying for all of it).",
 )
+@click.option(
+    "--sample",
+    type=click.IntRange(min=1),
+    metavar="N",
+    help="Judge a random sample of N items, the same for the same --seed (file order kept).",
+)
+@click.option("--seed", type=int, metavar="S", help="With --sample: the sample's seed (default 0).")
+@click.option(
+    "--set",
+    "sets",
+    multiple=True,
+    metavar="PATH=VALUE",
+    help="Change the batch file's setting at a dotted PATH (`judges.0.n=5`, "
+    "`aggregation.across_models=median`), VALUE read as YAML; repeatable.",
+)
+@click.option("--temperature", type=click.FloatRange(0, 2), help="Every judge's temperature.")
+@click.option(
+    "--concurrency",
+    type=click.IntRange(min=1),
+    metavar="N",
+    help="Every judge's max_in_flight: its calls in flight at once, cluster-wide.",
+)
+@click.option("--model", help="Every judge's model (a one-judge panel, as a rule).")
 @click.option("--timeout", type=float, help="With --wait: give up after this many seconds.")
 @click.option(
     "--json",
@@ -74,6 +98,12 @@ def submit(
     batch_id: str | None,
     dry_run: bool,
     limit: int | None,
+    sample: int | None,
+    seed: int | None,
+    sets: tuple[str, ...],
+    temperature: float | None,
+    concurrency: int | None,
+    model: str | None,
     timeout: float | None,
     as_json: bool,
     quiet: bool,
@@ -86,9 +116,16 @@ def submit(
     cancelled, 3 at --timeout; Ctrl-C stops following, not the batch."""
     if batch_id is not None and (problem := batch_id_problem(batch_id)):
         fail(f"--batch-id: {problem}; nothing was enqueued")
-    source = load_batch(file)
+    if seed is not None and sample is None:
+        fail("--seed goes with --sample N (the seed of the sample); nothing was enqueued")
+    if sample is not None and limit is not None:
+        fail("--sample and --limit both choose the items: give one; nothing was enqueued")
+    options = SubmitOptions(sets, temperature, concurrency, model)
+    source = load_batch(file, adjust=options.apply)
     if limit is not None:
         source = first_items(source, limit)
+    if sample is not None:
+        source = sample_items(source, sample, seed or 0)
     console = make_console()
     if dry_run:
         plan = plan_batch(source.config, source.stats.count, source.stats.text_chars)
@@ -224,6 +261,7 @@ def results(batch_id: str, fmt: str, output: Path | None, samples: bool) -> None
                 pairwise=config.pairwise is not None,
                 labelled=config.has_labels,
                 calibrated=config.resolved_calibration is not None,
+                methods=config.aggregation.reported_methods,
             )
     finally:
         if output:

@@ -14,6 +14,7 @@ from pathlib import Path
 from jury.producer.labelled_records import read_records
 from jury.producer.pairwise_report import PairwiseJudgesSection, PairwiseSection
 from jury.producer.provider_batch_view import provider_batches_html
+from jury.producer.report_dimensions import DimensionCorrelationSection
 from jury.producer.report_flagged import FlaggedSection
 from jury.producer.report_records import (
     RECORDS_SCRIPT,
@@ -110,9 +111,11 @@ def build_sections(config: BatchConfig) -> list[Section]:
             FlaggedSection(judges),
             records,
         ]
+    several = [DimensionCorrelationSection()] if len(config.dimensions) > 1 else []
     return [
         DistributionSection(config.dimensions),
         JudgeComparisonSection(config.dimensions, judges),
+        *several,
         AgreementSection(judges),
         *trust_sections(),
         FlaggedSection(judges),

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from jury.schemas.batch import BatchConfig, Item
 from jury.schemas.calibration import Calibration, calibrate_scores
 from jury.schemas.results import Verdict
+from jury.stats.panel import side_by_side
 from jury.store.cells import iter_verdicts
 from jury.store.labels import item_labels
 from jury.store.repository import load_config
@@ -41,15 +42,33 @@ def with_trust_parts(
     return verdict.model_copy(update=update) if update else verdict
 
 
+def with_aggregations(verdict: Verdict, config: BatchConfig) -> Verdict:
+    """The record with the panel's score by each method the batch reports side by side,
+    from the judges' stored within-model scores (the same registry as final_score)."""
+    methods = config.aggregation.reported_methods
+    if not methods:
+        return verdict
+    scores = {
+        judge: e.aggregated_score
+        for judge, e in verdict.llm_evaluations.items()
+        if e.aggregated_score is not None
+    }
+    weights = {j.name: j.weight for j in config.judges}
+    return verdict.model_copy(update={"aggregations": side_by_side(scores, weights, methods)})
+
+
 def read_records(
     sessions: Sessions, batch_id: str, config: BatchConfig | None = None
 ) -> Iterator[Verdict]:
-    """The batch's records in item then dimension order, with labels and calibrated scores."""
+    """The batch's records in item then dimension order, with labels, calibrated scores and
+    the side-by-side aggregations."""
     config = config or load_config(sessions, batch_id)
     labels = item_labels(sessions, batch_id) if config.has_labels else {}
     calibration = config.resolved_calibration
-    if not labels and calibration is None:
+    side = bool(config.aggregation.reported_methods)
+    if not labels and calibration is None and not side:
         yield from iter_verdicts(sessions, batch_id)
         return
     for verdict in iter_verdicts(sessions, batch_id):
-        yield with_trust_parts(verdict, labels.get(verdict.item_id), calibration)
+        verdict = with_trust_parts(verdict, labels.get(verdict.item_id), calibration)
+        yield with_aggregations(verdict, config) if side else verdict

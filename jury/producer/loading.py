@@ -9,7 +9,7 @@ checked here against this machine's environment but stored as written (schemas.p
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,10 +19,11 @@ from pydantic import ValidationError
 from jury.producer.calibration_file import read_calibration_file
 from jury.producer.documents import parse_document, read_document
 from jury.producer.item_readers import ItemsFile, Record, items_file_spec, read_records
+from jury.producer.judge_config_file import merge_judge_config
 from jury.producer.model_catalog import model_problem
 from jury.producer.planning import budget_problems
 from jury.schemas.batch import BatchConfig, Item, Judge
-from jury.schemas.errors import BatchFileError
+from jury.schemas.errors import BatchFileError, JuryError
 from jury.schemas.labels import label_problems
 from jury.schemas.limits import InputLimits
 from jury.schemas.placeholders import PlaceholderError, expand_fields, redact
@@ -187,8 +188,13 @@ def _judge_problems(config: BatchConfig) -> list[str]:
     return problems
 
 
-def load_batch(path: str | Path, limits: InputLimits | None = None) -> BatchSource:
-    """Read and validate a whole batch; raises BatchFileError naming every problem found."""
+def load_batch(
+    path: str | Path,
+    limits: InputLimits | None = None,
+    adjust: Callable[[dict[str, Any]], None] | None = None,
+) -> BatchSource:
+    """Read and validate a whole batch; raises BatchFileError naming every problem found.
+    `adjust` changes the parsed document before it is validated (`jury submit --set`)."""
     path = Path(path)
     limits = limits or InputLimits.from_env()
     data = parse_document(path, read_document(path, limits, "batch file"), limits)
@@ -196,6 +202,17 @@ def load_batch(path: str | Path, limits: InputLimits | None = None) -> BatchSour
         raise BatchFileError(
             str(path), ["the top level must be a mapping with judges, dimensions and items"]
         )
+    # A judge config of its own (`judges: judge_config.json`), before and after the
+    # overrides: `--set judges.0.n=5` reaches into it, `--set judges=other.json` names another.
+    merge_judge_config(path, data, limits)
+    if adjust is not None:
+        try:
+            adjust(data)
+        except BatchFileError:
+            raise
+        except JuryError as exc:  # a --set that does not fit the file
+            raise BatchFileError(str(path), [str(exc)]) from None
+        merge_judge_config(path, data, limits)
     raw_items = data.pop("items", None)
     try:
         config = BatchConfig.model_validate(data)

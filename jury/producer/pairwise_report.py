@@ -36,6 +36,8 @@ def winner_cell(verdict: Verdict) -> Text | None:
     if verdict.pairwise is None:
         return None
     winner = verdict.pairwise.winner
+    if winner and winner != "tie" and verdict.pairwise.winner_name:
+        return Text(f"{verdict.pairwise.winner_name} wins", style=_WINNER_TEXT[winner].style)
     return _WINNER_TEXT[winner] if winner else Text("—")
 
 

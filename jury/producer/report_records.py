@@ -151,6 +151,10 @@ class RecordsSection:
         summary = (
             f"<b>{html_text(verdict.item_id)}</b> · {html_text(verdict.criterion_id)} · final "
             f"{fmt_score(m.final_score)} · {outcome}"
+            + "".join(
+                f" · {html_text(method)} {fmt_score(score)}"
+                for method, score in (verdict.aggregations or {}).items()
+            )
             + (
                 f' · <span class="warn">⚑ {html_text(reasons or "review")}</span>'
                 if flagged == "1"

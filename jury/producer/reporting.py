@@ -8,7 +8,7 @@ import json
 import os
 import sys
 from collections import Counter, defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import IO, Any
 
@@ -21,6 +21,7 @@ from jury.producer.pairwise_report import PAIRWISE_NOTE, pairwise_table, winner_
 from jury.producer.terminal import safe_text
 from jury.producer.trust_tables import print_trust
 from jury.schemas.agreement import Agreement, AgreementAccumulator, AgreementReport
+from jury.schemas.comparison import DimensionCorrelations
 from jury.schemas.pairwise import PairwiseAccumulator
 from jury.schemas.results import Level, Verdict
 from jury.schemas.status import BatchStatus
@@ -53,9 +54,11 @@ class Summary:
     _agreement: AgreementAccumulator = field(default_factory=AgreementAccumulator)
     pairwise: PairwiseAccumulator = field(default_factory=PairwiseAccumulator)
     trust: TrustRecords = field(default_factory=TrustRecords)
+    dimensions: DimensionCorrelations = field(default_factory=DimensionCorrelations)
 
     def add(self, verdict: Verdict) -> Verdict:
         self._agreement.add(verdict)
+        self.dimensions.add(verdict)
         self.trust.add(verdict)
         if verdict.pairwise is not None:
             self.pairwise.add(verdict.criterion_id, verdict.pairwise)
@@ -92,6 +95,7 @@ class Summary:
                 for criterion, total in self._score_totals.items()
             },
             "agreement": self.agreement().model_dump(mode="json"),
+            "dimension_correlation": [c.model_dump() for c in self.dimensions.report()],
             "trust": self.trust_report().model_dump(mode="json"),
         }
         if not self.pairwise.empty:  # pairwise batches: win/loss/tie totals and agreement
@@ -168,6 +172,13 @@ PAIRWISE_CSV_COLUMNS = [
     "agreement_pct",
     "position_consistency_pct",
     "first_position_bias",
+    "std_a",
+    "std_b",
+    "majority_winner",
+    "majority_agreement_pct",
+    "name_a",
+    "name_b",
+    "winner_name",
 ]
 
 
@@ -175,11 +186,16 @@ CALIBRATED_CSV_COLUMNS = ["calibrated_final_score", "calibrated_passed"]
 
 
 def csv_columns(
-    judges: list[str], pairwise: bool = False, labelled: bool = False, calibrated: bool = False
+    judges: list[str],
+    pairwise: bool = False,
+    labelled: bool = False,
+    calibrated: bool = False,
+    methods: Sequence[str] = (),
 ) -> list[str]:
     """The flat columns of a record: CSV_COLUMNS, each judge's score, std and failed count,
     a pairwise batch's winner and agreement, a labelled batch people's label, a calibrated
-    one the calibrated final score and verdict."""
+    one the calibrated final score and verdict, then the score by each side-by-side method
+    (`aggregation:median`)."""
     judge_columns = [f"{j}:{part}" for j in judges for part in ("score", "std", "n_failed")]
     return (
         CSV_COLUMNS
@@ -187,6 +203,7 @@ def csv_columns(
         + (PAIRWISE_CSV_COLUMNS if pairwise else [])
         + (["human_label"] if labelled else [])
         + (CALIBRATED_CSV_COLUMNS if calibrated else [])
+        + [f"aggregation:{method}" for method in methods]
     )
 
 
@@ -196,6 +213,7 @@ def record_row(
     pairwise: bool = False,
     labelled: bool = False,
     calibrated: bool = False,
+    methods: Sequence[str] = (),
 ) -> list[Any]:
     """A record as one flat row, in csv_columns order (CSV, DataFrames)."""
     m = verdict.consensus_metrics
@@ -222,6 +240,8 @@ def record_row(
     if calibrated:
         scores = verdict.calibrated
         row += [scores.final_score, scores.passed] if scores else ["", ""]
+    side = verdict.aggregations or {}
+    row += ["" if side.get(m) is None else side[m] for m in methods]
     return row
 
 
@@ -232,13 +252,15 @@ def write_csv(
     pairwise: bool = False,
     labelled: bool = False,
     calibrated: bool = False,
+    methods: Sequence[str] = (),
 ) -> Summary:
     """One row per record (csv_columns, record_row)."""
     summary = Summary()
     writer = csv.writer(out)
-    writer.writerow(csv_columns(judges, pairwise, labelled, calibrated))
+    writer.writerow(csv_columns(judges, pairwise, labelled, calibrated, methods))
     for verdict in verdicts:
-        writer.writerow(record_row(summary.add(verdict), judges, pairwise, labelled, calibrated))
+        row = record_row(summary.add(verdict), judges, pairwise, labelled, calibrated, methods)
+        writer.writerow(row)
     return summary
 
 

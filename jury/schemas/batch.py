@@ -250,6 +250,10 @@ AcrossModelsMethod = Literal[
     "geometric_median",
 ]
 
+# The methods that give a score (majority_vote decides pass/fail; its score is weighted_mean).
+ScoreMethod = Literal[
+    "mean", "median", "min", "max", "weighted_mean", "trimmed_mean", "geometric_median"
+]
 
 JudgingMode = Literal["per_dimension", "combined"]
 
@@ -262,6 +266,26 @@ class Aggregation(_Strict):
     consensus_threshold: float = Field(default=1.5, gt=0, le=MAX_MAGNITUDE)
     flag_low_consensus: bool = True
     report_uncertainty: bool = True
+    # More cross-judge methods reported beside `across_models` (uqlm's avg, max, min and
+    # median side by side): each record's `aggregations`, a column each in csv.
+    also_across_models: list[ScoreMethod] = Field(default_factory=list, max_length=8)
+
+    @field_validator("also_across_models")
+    @classmethod
+    def _distinct(cls, value: list[str]) -> list[str]:
+        dupes = sorted({m for m in value if value.count(m) > 1})
+        if dupes:
+            raise ValueError(f"{dupes} appear twice")
+        return value
+
+    @property
+    def reported_methods(self) -> list[str]:
+        """The methods whose scores each record shows side by side: the main one first
+        (its score is `final_score`), then the others; empty when none was asked for."""
+        if not self.also_across_models:
+            return []
+        others = [m for m in self.also_across_models if m != self.across_models]
+        return [self.across_models, *others]
 
 
 class Item(_Strict):

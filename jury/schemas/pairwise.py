@@ -15,9 +15,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from statistics import fmean
 from typing import Literal, NamedTuple
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from jury.schemas.pair_sides import SidePair, majority, side_spread
 
 Winner = Literal["A", "B", "tie"]
 DEFAULT_TIE_TOLERANCE = 0.5
@@ -33,6 +36,18 @@ class PairwiseSettings(BaseModel):
     # both: every sample shows the pair A first, then B first (position bias cancels out);
     # single: A first only, half the calls, when cost matters more than position bias.
     orders: Literal["both", "single"] = "both"
+    # The two sides' names, for output_a and output_b (the two chatbots compared): shown in
+    # each record (`name_a`, `name_b`, `winner_name`) and in the totals.
+    names: tuple[str, str] | None = None
+
+    @field_validator("names")
+    @classmethod
+    def _distinct_names(cls, value: tuple[str, str] | None) -> tuple[str, str] | None:
+        if value is not None and (value[0] == value[1] or not all(n.strip() for n in value)):
+            raise ValueError("the two sides need two different, non-empty names")
+        if value is not None and max(len(n) for n in value) > 100:
+            raise ValueError("a side's name is at most 100 characters")
+        return value
 
 
 def winner_of(preference: float, tie_tolerance: float) -> Winner:
@@ -102,16 +117,39 @@ class PairwiseOutcome(BaseModel):
     first_position_bias: float | None  # mean points gained by being shown first
     # Judgments shown in both orders: the ones position consistency and bias are read from.
     n_both_orders: int | None = None
+    # The LLM-judge evaluator's figures (schemas.pair_sides): each side's std over the
+    # judgments (score ± std), the judgments' most frequent winner and the share naming it.
+    std_a: float | None = None
+    std_b: float | None = None
+    majority_winner: Winner | None = None
+    n_majority: int | None = None
+    majority_agreement_pct: float | None = None
+    # With `pairwise.names`: the sides' names and the winner's (`tie` for a tie).
+    name_a: str | None = None
+    name_b: str | None = None
+    winner_name: str | None = None
 
 
 def _pct(part: int, whole: int) -> float | None:
     return round(100.0 * part / whole, 2) if whole else None
 
 
+def side_pair(judgment: PairJudgment) -> SidePair:
+    """A judgment's score of A and of B, each the mean over the orders shown."""
+    return fmean(judgment.scores_a), fmean(judgment.scores_b)
+
+
 def pairwise_outcome(
-    preference: float | None, judgments: Iterable[PairJudgment], tie_tolerance: float
+    preference: float | None,
+    judgments: Iterable[PairJudgment],
+    tie_tolerance: float,
+    *,
+    sides: tuple[float | None, float | None] | None = None,
+    names: tuple[str, str] | None = None,
 ) -> PairwiseOutcome:
-    """The outcome of one (item, dimension) from its panel preference and its judgments."""
+    """The outcome of one (item, dimension) from its panel preference and its judgments.
+    `sides`: A's and B's score from the same aggregate as the preference (side_scores);
+    without it, their means over every judgment."""
     kept = list(judgments)
     winner = None if preference is None else winner_of(preference, tie_tolerance)
     agreeing = sum(winner_of(j.preference, tie_tolerance) == winner for j in kept)
@@ -122,11 +160,16 @@ def pairwise_outcome(
     advantages = [a for a in (j.first_position_advantage for j in both) if a is not None]
     scores_a = [s for j in kept for s in j.scores_a]
     scores_b = [s for j in kept for s in j.scores_b]
+    if sides is None:
+        sides = (fmean(scores_a) if scores_a else None, fmean(scores_b) if scores_b else None)
+    std_a, std_b = side_spread([side_pair(j) for j in kept])
+    top, n_top = majority([winner_of(j.preference, tie_tolerance) for j in kept])
+    named = {"A": names[0], "B": names[1], "tie": "tie"} if names else {}
     return PairwiseOutcome(
         winner=winner,
         preference=preference,
-        score_a=sum(scores_a) / len(scores_a) if scores_a else None,
-        score_b=sum(scores_b) / len(scores_b) if scores_b else None,
+        score_a=sides[0],
+        score_b=sides[1],
         tie_tolerance=tie_tolerance,
         n_judgments=len(kept),
         n_agreeing=agreeing,
@@ -135,6 +178,14 @@ def pairwise_outcome(
         position_consistency_pct=_pct(consistent, len(both)),
         first_position_bias=sum(advantages) / len(advantages) if advantages else None,
         n_both_orders=len(both),
+        std_a=std_a,
+        std_b=std_b,
+        majority_winner=top,
+        n_majority=n_top,
+        majority_agreement_pct=_pct(n_top, len(kept)),
+        name_a=names[0] if names else None,
+        name_b=names[1] if names else None,
+        winner_name=named.get(winner) if winner else None,
     )
 
 
@@ -147,6 +198,11 @@ class PairwiseTotals(BaseModel):
     ties: int = 0
     undecided: int = 0  # records without a score
     win_rate_a: float | None = None  # wins_a / decided records, ties counting half
+    # Of the decided records: the evaluator's win/loss/tie percentages.
+    wins_a_pct: float | None = None
+    wins_b_pct: float | None = None
+    ties_pct: float | None = None
+    majority_agreement_pct: float | None = None  # pooled: judgments naming their majority
     n_judgments: int = 0
     agreement_pct: float | None = None  # pooled over the records' judgments
     position_consistency_pct: float | None = None
@@ -166,9 +222,11 @@ class _Tally:
     agreeing: int = 0
     consistent: int = 0
     advantage_total: float = 0.0
+    majority: int = 0
 
     def add(self, outcome: PairwiseOutcome) -> None:
         self.winners[outcome.winner or "-"] += 1
+        self.majority += outcome.n_majority or 0
         self.judgments += outcome.n_judgments
         both = outcome.n_judgments if outcome.n_both_orders is None else outcome.n_both_orders
         self.both_orders += both
@@ -187,6 +245,10 @@ class _Tally:
             ties=ties,
             undecided=self.winners["-"],
             win_rate_a=round((wins_a + ties / 2) / decided, 4) if decided else None,
+            wins_a_pct=_pct(wins_a, decided),
+            wins_b_pct=_pct(wins_b, decided),
+            ties_pct=_pct(ties, decided),
+            majority_agreement_pct=_pct(self.majority, self.judgments),
             n_judgments=self.judgments,
             agreement_pct=_pct(self.agreeing, self.judgments),
             position_consistency_pct=_pct(self.consistent, self.both_orders),

@@ -93,12 +93,15 @@ class Verdict(BaseModel):
     # dimension, and with a `calibration:` file, the calibrated scores (schemas.calibration).
     human_label: float | Winner | None = None
     calibrated: CalibratedScores | None = None
+    # With `aggregation.also_across_models`: the panel's score by each method, side by side
+    # (the main method first: its value is final_score). Added when records are read.
+    aggregations: dict[str, float | None] | None = None
 
     @model_serializer(mode="wrap")
     def _without_absent_parts(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         # Records of ordinary batches keep exactly the shape scripts already read.
         data: dict[str, Any] = handler(self)
-        for optional in ("pairwise", "human_label", "calibrated"):
+        for optional in ("pairwise", "human_label", "calibrated", "aggregations"):
             if data.get(optional) is None:
                 data.pop(optional, None)
         return data

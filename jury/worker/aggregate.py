@@ -18,7 +18,8 @@ from jury.schemas.adaptive import escalation, first_round_panel, is_uncertain
 from jury.schemas.batch import BatchConfig, Judge
 from jury.schemas.calls import task_refs
 from jury.schemas.errors import JuryError
-from jury.schemas.pairwise import pairwise_outcome
+from jury.schemas.pair_sides import SidePair, side_scores
+from jury.schemas.pairwise import pairwise_outcome, side_pair
 from jury.schemas.results import SampleResult, Verdict
 from jury.schemas.tasks import CellRef, SampleRef
 from jury.store.cells import CellVerdict, save_cells
@@ -130,11 +131,27 @@ def _verdict(
     if config.pairwise is not None:
         # A comparison has a winner, not a pass mark: `passed` is null.
         details = pair_judgments(runtime.sessions, cell)
-        judgments = [
-            details[(s.judge, s.sample)] for s in kept if s.ok and (s.judge, s.sample) in details
+        judged = [
+            (s.judge, details[(s.judge, s.sample)])
+            for s in kept
+            if s.ok and (s.judge, s.sample) in details
         ]
+        by_judge: dict[str, list[SidePair]] = {}
+        for judge, judgment in judged:
+            by_judge.setdefault(judge, []).append(side_pair(judgment))
+        aggregation = config.aggregation
+        sides = side_scores(
+            by_judge,
+            aggregation.within_model,
+            aggregation.across_models,
+            {j.name: j.weight for j in panel},
+        )
         outcome = pairwise_outcome(
-            verdict.consensus_metrics.final_score, judgments, config.pairwise.tie_tolerance
+            verdict.consensus_metrics.final_score,
+            [judgment for _, judgment in judged],
+            config.pairwise.tie_tolerance,
+            sides=sides,
+            names=config.pairwise.names,
         )
         verdict = verdict.model_copy(update={"passed": None, "pairwise": outcome})
     dimension_position = [d.name for d in config.dimensions].index(cell.dimension)

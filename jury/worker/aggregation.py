@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from jury.schemas.batch import Aggregation, Dimension, Judge
 from jury.schemas.results import ConsensusMetrics, JudgeEvaluation, Level, SampleResult, Verdict
-from jury.stats.robust import trimmed_mean, weighted_median_point
+from jury.stats.panel import across_models
 
 # Below this cross-model std the judges agree: consensus HIGH (docs/results.md).
 HIGH_CONSENSUS_STD = 0.5
@@ -47,26 +47,7 @@ def aggregate_across_models(
     scores: dict[str, float], weights: dict[str, float], method: str = "mean"
 ) -> float | None:
     """Combine per-judge scores; judges without a score must already be left out."""
-    if not scores:
-        return None
-    values = list(scores.values())
-    if method == "median":
-        return statistics.median(values)
-    if method == "min":
-        return min(values)
-    if method == "max":
-        return max(values)
-    # Robust choices: one judge failing in a biased way cannot carry the score far.
-    if method == "trimmed_mean":
-        return trimmed_mean(values)
-    if method == "geometric_median":
-        return weighted_median_point(values, [weights.get(j, 1.0) for j in scores])
-    # A majority vote decides pass/fail elsewhere (`majority_vote`); its score, for reading, is
-    # the weighted mean, so that a judge's weight counts the same in the score and the vote.
-    if method in ("weighted_mean", "majority_vote"):
-        total = sum(weights.get(j, 1.0) for j in scores)
-        return sum(s * weights.get(j, 1.0) for j, s in scores.items()) / total
-    return statistics.fmean(values)
+    return across_models(scores, weights, method)
 
 
 @dataclass(frozen=True)
