@@ -5,8 +5,9 @@ kombu's Redis transport keeps every delivered, unacknowledged message in its `un
 is older than the visibility timeout, whether its worker is dead or merely slow. jury follows
 dramatiq's Redis broker instead:
 
-- each worker process beats (`jury:heartbeats`, a sorted set: worker → Redis time) every few
-  seconds, and keeps its ledger (`jury:held:<worker>`, a set) of the delivery tags it holds:
+- each worker process beats (`jury:heartbeats:<queue>`, a sorted set: worker → Redis time)
+  every few seconds, and keeps its ledger (`jury:held:<queue>:<worker>`, a set) of the
+  delivery tags it holds:
   added when Celery receives a message (the `task_received` signal), removed once the task is
   acknowledged;
 - a worker silent for `heartbeat_timeout_s` (30 s by default) is dead: any live worker moves
@@ -19,7 +20,10 @@ dramatiq's Redis broker instead:
 
 A live task is never handed to a second worker however long it runs: its worker beats. kombu's
 own visibility timeout stays as a last resort only (an hour by default). One reaper runs at a
-time cluster-wide (a Redis lock).
+time per deployment (a Redis lock). Every key names the deployment's queue: deployments that
+share a Redis database (`JURY_QUEUE`) share kombu's `unacked` hash, but a worker of one must
+never reap a worker of another — it could not give back its messages (they are not of its
+queues), and would delete the ledger that the right deployment needs to.
 """
 
 from __future__ import annotations
@@ -103,8 +107,8 @@ class Liveness:
         self.broker = broker
         self.held = held
         self.worker_id = f"{uuid.uuid4().hex[:12]}"
-        self.heartbeats = broker.key(HEARTBEATS_KEY)
-        self.ledger = broker.key(HELD_PREFIX + self.worker_id)
+        self.heartbeats = broker.key(f"{HEARTBEATS_KEY}:{settings.queue}")
+        self.ledger = self._ledger_of(self.worker_id)
         self.queues = {broker.key(q) for q in settings.all_queues}
         self._beat = broker.client.register_script(_LUA_BEAT)
         self._restore = broker.client.register_script(_LUA_RESTORE)
@@ -128,6 +132,9 @@ class Liveness:
             pipe.execute()
         self._beat(keys=[self.heartbeats], args=[self.worker_id])
 
+    def _ledger_of(self, worker_id: str) -> str:
+        return self.broker.key(f"{HELD_PREFIX}{self.settings.queue}:{worker_id}")
+
     def leave(self) -> None:
         """A warm shutdown: this worker holds nothing any more."""
         with self.broker.client.pipeline() as pipe:
@@ -139,13 +146,13 @@ class Liveness:
         """Give back the messages of dead workers, and orphans; returns how many."""
         client = self.broker.client
         timeout_ms = int(self.settings.heartbeat_timeout_s * 1000)
-        lock = self.broker.key(REAPER_LOCK)
+        lock = self.broker.key(f"{REAPER_LOCK}:{self.settings.queue}")
         if not client.set(lock, self.worker_id, nx=True, px=max(1000, timeout_ms // 6)):
             return 0
         moved = 0
         for raw in self._dead(keys=[self.heartbeats], args=[timeout_ms]):
             dead = _text(raw)
-            ledger = self.broker.key(HELD_PREFIX + dead)
+            ledger = self._ledger_of(dead)
             tags = [_text(t) for t in client.smembers(ledger)]
             count = sum(self._give_back(tag) for tag in tags)
             client.delete(ledger)
@@ -168,7 +175,7 @@ class Liveness:
         held: set[str] = set()
         for worker in client.zrange(self.heartbeats, 0, -1):
             held |= {
-                _text(t) for t in client.smembers(self.broker.key(HELD_PREFIX + _text(worker)))
+                _text(t) for t in client.smembers(self._ledger_of(_text(worker)))
             }
         orphans = sorted(old - held)
         count = sum(self._give_back(tag) for tag in orphans)

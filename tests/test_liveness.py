@@ -1,0 +1,95 @@
+"""The engine's heartbeats and ledgers, in process against a real Redis: a dead worker's held
+messages go back to their queue under a new tag, once; a live one's stay; and two deployments
+sharing a Redis database never reap each other's workers."""
+
+from __future__ import annotations
+
+import json
+import secrets
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from jury.schemas.settings import Settings
+from jury.store.redis_client import BrokerRedis
+from jury.worker.liveness import HeldMessages, Liveness
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def deployments(redis_url: str) -> Iterator[tuple[Settings, Settings]]:
+    tag = secrets.token_hex(4)
+    a, b = (
+        Settings(broker_url=redis_url, queue=f"jury-live-{name}-{tag}", heartbeat_timeout_s=0.3)
+        for name in ("a", "b")
+    )
+    yield a, b
+    broker = BrokerRedis.from_settings(a)
+    for key in broker.client.scan_iter(match=f"*{tag}*"):
+        broker.client.delete(key)
+    broker.close()
+
+
+def _fetched(broker: BrokerRedis, settings: Settings, tag: str) -> None:
+    """A message as kombu leaves it once a worker fetched it: in `unacked`, stamped."""
+    payload = {"body": "x", "properties": {"delivery_tag": tag}, "headers": {}}
+    raw = json.dumps([payload, settings.queue, settings.queue])
+    broker.client.hset(broker.unacked_key, tag, raw)
+    broker.client.zadd(broker.unacked_index_key, {tag: time.time()})
+
+
+def _worker(settings: Settings, *tags: str) -> Liveness:
+    held = HeldMessages()
+    for n, tag in enumerate(tags):
+        held.received(f"task-{n}", tag)
+    liveness = Liveness(settings, BrokerRedis.from_settings(settings), held)
+    liveness.beat()
+    return liveness
+
+
+def _reap_when_dead(reaper: Liveness, timeout_s: float = 5) -> int:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        reaper.beat()
+        moved = reaper.reap()
+        if moved:
+            return moved
+        time.sleep(0.05)  # the reaper's own pace (its lock), not synchronisation
+    return 0
+
+
+def test_a_dead_workers_messages_go_back_once_under_new_tags(
+    deployments: tuple[Settings, Settings],
+) -> None:
+    settings, _ = deployments
+    broker = BrokerRedis.from_settings(settings)
+    tags = [f"tag-{secrets.token_hex(4)}" for _ in range(3)]
+    for tag in tags:
+        _fetched(broker, settings, tag)
+    _worker(settings, *tags)  # beats once, then never again: dead
+    survivor = _worker(settings)
+    assert _reap_when_dead(survivor) == 3
+    queued = [json.loads(m) for m in broker.client.lrange(broker.key(settings.queue), 0, -1)]
+    assert len(queued) == 3 and all(m["headers"]["redelivered"] for m in queued)
+    assert {m["properties"]["delivery_tag"] for m in queued}.isdisjoint(tags)
+    assert not any(broker.client.hexists(broker.unacked_key, t) for t in tags)
+    assert survivor.reap() == 0  # nothing twice
+
+
+def test_deployments_sharing_a_database_never_reap_each_other(
+    deployments: tuple[Settings, Settings],
+) -> None:
+    mine, theirs = deployments
+    broker = BrokerRedis.from_settings(mine)
+    tag = f"tag-{secrets.token_hex(4)}"
+    _fetched(broker, mine, tag)
+    dead = _worker(mine, tag)  # dies holding `tag`
+    other_deployment = _worker(theirs)
+    assert _reap_when_dead(other_deployment, timeout_s=1.5) == 0
+    assert broker.client.hexists(broker.unacked_key, tag), "untouched by the other deployment"
+    assert broker.client.sismember(dead.ledger, tag), "its ledger kept for its own deployment"
+    survivor = _worker(mine)
+    assert _reap_when_dead(survivor) == 1
+    assert broker.client.llen(broker.key(mine.queue)) == 1
