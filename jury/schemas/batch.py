@@ -8,26 +8,25 @@ accepted as-is and mapped onto the same models.
 
 from __future__ import annotations
 
-import math
 import re
 from typing import Any, Literal
 
 from pydantic import (
-    BaseModel,
-    ConfigDict,
     Field,
-    ValidationInfo,
     field_validator,
     model_validator,
 )
-from pydantic_core import PydanticCustomError
 
 from jury.schemas.adaptive import Adaptive
 from jury.schemas.calibration import Calibration
 from jury.schemas.criteria import builtin_criterion, criterion_name_problem
 from jury.schemas.identifiers import checked_identifier
-from jury.schemas.pairwise import PairwiseSettings, Winner
+from jury.schemas.items import MAX_ITEM_ID_CHARS as MAX_ITEM_ID_CHARS
+from jury.schemas.items import Item as Item
+from jury.schemas.pairwise import PairwiseSettings
 from jury.schemas.placeholders import has_placeholder, placeholder_problem
+from jury.schemas.strict import StrictModel as _Strict
+from jury.schemas.strict import non_finite_path as non_finite_path
 
 # The plan's `provider` names, mapped to the model each one meant there.
 PROVIDER_DEFAULT_MODELS: dict[str, str] = {
@@ -36,35 +35,12 @@ PROVIDER_DEFAULT_MODELS: dict[str, str] = {
     "anthropic": "anthropic/claude-3-5-sonnet-20241022",
 }
 DEFAULT_TEMPERATURE = 0.8
-MAX_ITEM_ID_CHARS = 200
 MAX_NAME_CHARS = 100
 # Numbers a batch gives are finite (no .inf or NaN) and at most this large in magnitude, so
 # that sums of squares over a million verdicts stay finite too.
 MAX_MAGNITUDE = 1e6
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _JUDGE_NAME = re.compile(r"[A-Za-z0-9_.:/@+-]+")
-
-
-def non_finite_path(value: Any, path: str = "") -> str | None:
-    """Where in a JSON-like value a NaN or an infinity sits (`.a[2]`), or None. The value's
-    depth is bounded by the document limits before it gets here."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return path
-    if isinstance(value, dict):
-        items: Any = ((f".{k}", v) for k, v in value.items())
-    elif isinstance(value, list | tuple):
-        items = ((f"[{n}]", v) for n, v in enumerate(value))
-    else:
-        return None
-    for key, child in items:
-        found = non_finite_path(child, path + key)
-        if found is not None:
-            return found
-    return None
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class Scale(_Strict):
@@ -286,114 +262,6 @@ class Aggregation(_Strict):
             return []
         others = [m for m in self.also_across_models if m != self.across_models]
         return [self.across_models, *others]
-
-
-class Item(_Strict):
-    """One thing to judge: `output`, or in a pairwise batch the two outputs `output_a` and
-    `output_b` to compare. Loading validates with context {"pairwise": bool} (the batch's
-    mode); without context, as when a worker reads a stored item, either shape is accepted."""
-
-    id: str = Field(min_length=1, max_length=MAX_ITEM_ID_CHARS)
-    # Declared before `output`, whose validator reads them.
-    output_a: str | None = Field(default=None, validate_default=True)
-    output_b: str | None = Field(default=None, validate_default=True)
-    output: str | None = Field(default=None, validate_default=True)
-    input: str | None = None
-    reference: str | None = None
-    context: str | None = None
-    metadata: dict[str, Any] = Field(default_factory=dict)
-    focus_areas: list[str] = Field(default_factory=list)
-    prompt_hint: str | None = None
-    # What people said (never shown to a judge): a score per dimension, or in a pairwise batch
-    # the side they preferred, per dimension (`labels`) or for every dimension (`label`).
-    labels: dict[str, float | Winner] = Field(default_factory=dict)
-    label: Winner | None = None
-
-    @field_validator("id", mode="before")
-    @classmethod
-    def _id_as_text(cls, value: Any) -> Any:
-        # Numeric ids are common in JSONL exports; they mean the same as their text.
-        return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
-
-    @field_validator("id")
-    @classmethod
-    def _id_is_identifier(cls, value: str) -> str:
-        return checked_identifier(value, "item id")
-
-    @field_validator("metadata")
-    @classmethod
-    def _metadata_is_finite(cls, value: dict[str, Any]) -> dict[str, Any]:
-        where = non_finite_path(value)
-        if where is not None:
-            raise ValueError(f"metadata{where} is not a finite number (NaN or infinity)")
-        return value
-
-    @field_validator("output_a", "output_b")
-    @classmethod
-    def _pair_outputs(cls, value: str | None, info: ValidationInfo) -> str | None:
-        pairwise = (info.context or {}).get("pairwise")
-        if pairwise is True and value is None:
-            raise PydanticCustomError(
-                "missing", "Field required (a pairwise batch compares output_a with output_b)"
-            )
-        if pairwise is False and value is not None:
-            raise PydanticCustomError(
-                "not_pairwise",
-                "only a pairwise batch compares output_a with output_b: add a `pairwise:` "
-                "section to the batch file, or give the item one `output`",
-            )
-        return value
-
-    @field_validator("output")
-    @classmethod
-    def _single_output(cls, value: str | None, info: ValidationInfo) -> str | None:
-        pairwise = (info.context or {}).get("pairwise")
-        if pairwise is True:
-            if value is not None:
-                raise PydanticCustomError(
-                    "pairwise_output",
-                    "a pairwise item has output_a and output_b to compare, not output",
-                )
-            return value
-        is_pair = info.data.get("output_a") is not None and info.data.get("output_b") is not None
-        if value is None and not (pairwise is None and is_pair):
-            raise PydanticCustomError("missing", "Field required")
-        return value
-
-    @field_validator("labels", mode="before")
-    @classmethod
-    def _labels_are_values(cls, value: Any) -> Any:
-        if isinstance(value, dict):
-            for name, label in value.items():
-                if isinstance(label, bool) or (
-                    isinstance(label, float) and not math.isfinite(label)
-                ):
-                    raise PydanticCustomError(
-                        "label", f"the label of {name!r} must be a number (or A, B, tie)"
-                    )
-        return value
-
-    @model_validator(mode="after")
-    def _labels_fit_mode(self, info: ValidationInfo) -> Item:
-        pairwise = (info.context or {}).get("pairwise")
-        sides = {k for k, v in self.labels.items() if isinstance(v, str)}
-        if pairwise is True and len(sides) < len(self.labels):
-            raise ValueError("a pairwise item's labels name the side people preferred: A, B or tie")
-        if pairwise is False and (sides or self.label is not None):
-            raise ValueError(
-                "only a pairwise item has a preferred side (label: A | B | tie); give this "
-                "item a score per dimension, `labels: {dimension: score}`"
-            )
-        return self
-
-    @property
-    def is_pair(self) -> bool:
-        return self.output_a is not None and self.output_b is not None
-
-    def label_for(self, dimension: str) -> float | Winner | None:
-        """People's label of this item on one dimension, if they gave one."""
-        found = self.labels.get(dimension)
-        return self.label if found is None else found
 
 
 class BatchConfig(_Strict):

@@ -174,9 +174,7 @@ class Liveness:
             return 0
         held: set[str] = set()
         for worker in client.zrange(self.heartbeats, 0, -1):
-            held |= {
-                _text(t) for t in client.smembers(self._ledger_of(_text(worker)))
-            }
+            held |= {_text(t) for t in client.smembers(self._ledger_of(_text(worker)))}
         orphans = sorted(old - held)
         count = sum(self._give_back(tag) for tag in orphans)
         if count:

@@ -1,0 +1,33 @@
+"""The strict base of every batch-file model, and the check that numbers are finite. Pure."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+
+class StrictModel(BaseModel):
+    """Unknown fields are errors (a typo in `temprature` must not fall back to a default);
+    validated models are frozen; NaN and infinity are refused."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+
+def non_finite_path(value: Any, path: str = "") -> str | None:
+    """Where in a JSON-like value a NaN or an infinity sits (`.a[2]`), or None. The value's
+    depth is bounded by the document limits before it gets here."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return path
+    if isinstance(value, dict):
+        items: Any = ((f".{k}", v) for k, v in value.items())
+    elif isinstance(value, list | tuple):
+        items = ((f"[{n}]", v) for n, v in enumerate(value))
+    else:
+        return None
+    for key, child in items:
+        found = non_finite_path(child, path + key)
+        if found is not None:
+            return found
+    return None
