@@ -37,13 +37,13 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel
 from rich.console import Console
 
+from jury.producer.csv_records import csv_columns, record_row
 from jury.producer.diagnosis import watch_batch
 from jury.producer.following import Display, follow_batch, interrupted
 from jury.producer.labelled_records import read_records
 from jury.producer.loading import load_batch
 from jury.producer.overrides import SubmitOptions, sample_items
 from jury.producer.report_samples import SAMPLE_COLUMNS, sample_record
-from jury.producer.reporting import csv_columns, record_row
 from jury.producer.starter import first_items
 from jury.schemas.batch import Item
 from jury.schemas.errors import JuryError

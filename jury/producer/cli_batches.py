@@ -20,6 +20,7 @@ from jury.producer.cli_common import (
     load_settings,
     user_errors,
 )
+from jury.producer.csv_records import write_csv
 from jury.producer.following import Display, print_progress, print_verdicts, snapshot, status_json
 from jury.producer.labelled_records import read_records
 from jury.producer.loading import load_batch
@@ -35,7 +36,6 @@ from jury.producer.report_samples import SAMPLE_FORMATS, write_samples
 from jury.producer.reporting import (
     FORMATS,
     make_console,
-    write_csv,
     write_json,
     write_jsonl,
 )

@@ -1,14 +1,13 @@
-"""Writing result records: json, jsonl, csv and the terminal table. Records are streamed, so
-a million-record batch is written without holding it in memory."""
+"""Writing result records: json, jsonl and the terminal table (csv: csv_records). Records are
+streamed, so a million-record batch is written without holding it in memory."""
 
 from __future__ import annotations
 
-import csv
 import json
 import os
 import sys
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import IO, Any
 
@@ -148,119 +147,6 @@ def write_jsonl(out: IO[str], verdicts: Iterable[Verdict]) -> Summary:
     summary = Summary()
     for verdict in verdicts:
         out.write(json.dumps(record_json(summary.add(verdict))) + "\n")
-    return summary
-
-
-CSV_COLUMNS = [
-    "item_id",
-    "criterion_id",
-    "final_score",
-    "cross_model_std",
-    "consensus_level",
-    "confidence",
-    "flag_for_review",
-    "passed",
-    "threshold",
-    "error",
-]
-
-
-PAIRWISE_CSV_COLUMNS = [
-    "winner",
-    "score_a",
-    "score_b",
-    "agreement_pct",
-    "position_consistency_pct",
-    "first_position_bias",
-    "std_a",
-    "std_b",
-    "majority_winner",
-    "majority_agreement_pct",
-    "name_a",
-    "name_b",
-    "winner_name",
-]
-
-
-CALIBRATED_CSV_COLUMNS = ["calibrated_final_score", "calibrated_passed"]
-
-
-def csv_columns(
-    judges: list[str],
-    pairwise: bool = False,
-    labelled: bool = False,
-    calibrated: bool = False,
-    methods: Sequence[str] = (),
-) -> list[str]:
-    """The flat columns of a record: CSV_COLUMNS, each judge's score, std and failed count,
-    a pairwise batch's winner and agreement, a labelled batch people's label, a calibrated
-    one the calibrated final score and verdict, then the score by each side-by-side method
-    (`aggregation:median`)."""
-    judge_columns = [f"{j}:{part}" for j in judges for part in ("score", "std", "n_failed")]
-    return (
-        CSV_COLUMNS
-        + judge_columns
-        + (PAIRWISE_CSV_COLUMNS if pairwise else [])
-        + (["human_label"] if labelled else [])
-        + (CALIBRATED_CSV_COLUMNS if calibrated else [])
-        + [f"aggregation:{method}" for method in methods]
-    )
-
-
-def record_row(
-    verdict: Verdict,
-    judges: list[str],
-    pairwise: bool = False,
-    labelled: bool = False,
-    calibrated: bool = False,
-    methods: Sequence[str] = (),
-) -> list[Any]:
-    """A record as one flat row, in csv_columns order (CSV, DataFrames)."""
-    m = verdict.consensus_metrics
-    row: list[Any] = [
-        verdict.item_id,
-        verdict.criterion_id,
-        m.final_score,
-        m.cross_model_std,
-        m.consensus_level.value if m.consensus_level else "",
-        m.confidence.value,
-        m.flag_for_review,
-        verdict.passed,
-        verdict.threshold,
-        verdict.error or "",
-    ]
-    for judge in judges:
-        e = verdict.llm_evaluations.get(judge)
-        row += [e.aggregated_score, e.within_model_std, e.n_failed] if e else ["", "", ""]
-    if pairwise:
-        outcome = verdict.pairwise.model_dump() if verdict.pairwise else {}
-        row += [outcome.get(column, "") for column in PAIRWISE_CSV_COLUMNS]
-    if labelled:
-        row.append("" if verdict.human_label is None else verdict.human_label)
-    if calibrated:
-        scores = verdict.calibrated
-        row += [scores.final_score, scores.passed] if scores else ["", ""]
-    side = verdict.aggregations or {}
-    row += ["" if side.get(m) is None else side[m] for m in methods]
-    return row
-
-
-def write_csv(
-    out: IO[str],
-    verdicts: Iterable[Verdict],
-    judges: list[str],
-    pairwise: bool = False,
-    labelled: bool = False,
-    calibrated: bool = False,
-    methods: Sequence[str] = (),
-) -> Summary:
-    """One row per record (csv_columns, record_row)."""
-    summary = Summary()
-    writer = csv.writer(out)
-    writer.writerow(csv_columns(judges, pairwise, labelled, calibrated, methods))
-    for verdict in verdicts:
-        row = record_row(summary.add(verdict), judges, pairwise, labelled, calibrated, methods)
-        writer.writerow(row)
     return summary
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
+from jury.producer.csv_records import csv_columns, record_row
 from jury.producer.labelled_records import with_aggregations
-from jury.producer.reporting import csv_columns, record_row
 from jury.schemas.batch import Aggregation, BatchConfig
 from jury.schemas.results import SampleResult
 from jury.stats.panel import ACROSS_MODELS, side_by_side
