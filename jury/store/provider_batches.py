@@ -227,28 +227,24 @@ def set_batch(sessions: Sessions, id_: str, **values: Any) -> None:
 
 def send_back(sessions: Sessions, provider_batch: str, ids: Sequence[int]) -> int:
     """Requests the provider failed go back to pending, for the next provider batch."""
-    if not ids:
-        return 0
-    with core_transaction(sessions) as connection:
-        return _count(
-            connection.execute(
-                update(BatchRequestRow)
-                .where(
-                    BatchRequestRow.id.in_(list(ids)),
-                    BatchRequestRow.provider_batch == provider_batch,
-                    BatchRequestRow.state == SENT,
-                )
-                .values(
-                    state=PENDING,
-                    provider_batch=None,
-                    attempts=BatchRequestRow.attempts + 1,
-                    created_at=datetime.now(UTC),
-                )
-            )
-        )
+    return _settle_sent(
+        sessions,
+        provider_batch,
+        ids,
+        state=PENDING,
+        provider_batch=None,
+        attempts=BatchRequestRow.attempts + 1,
+        created_at=datetime.now(UTC),
+    )
 
 
 def mark_done(sessions: Sessions, provider_batch: str, ids: Sequence[int]) -> int:
+    return _settle_sent(sessions, provider_batch, ids, state=DONE)
+
+
+def _settle_sent(sessions: Sessions, sent_in: str, ids: Sequence[int], **values: Any) -> int:
+    """Sets `values` on those of `ids` still sent in provider batch `sent_in`; returns how
+    many."""
     if not ids:
         return 0
     with core_transaction(sessions) as connection:
@@ -257,10 +253,10 @@ def mark_done(sessions: Sessions, provider_batch: str, ids: Sequence[int]) -> in
                 update(BatchRequestRow)
                 .where(
                     BatchRequestRow.id.in_(list(ids)),
-                    BatchRequestRow.provider_batch == provider_batch,
+                    BatchRequestRow.provider_batch == sent_in,
                     BatchRequestRow.state == SENT,
                 )
-                .values(state=DONE)
+                .values(**values)
             )
         )
 
