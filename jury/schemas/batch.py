@@ -19,7 +19,7 @@ from pydantic import (
 
 from jury.schemas.adaptive import Adaptive
 from jury.schemas.calibration import Calibration
-from jury.schemas.criteria import builtin_criterion, criterion_name_problem
+from jury.schemas.criteria import builtin_criterion, criterion_name_problem, rubric_on_scale
 from jury.schemas.identifiers import checked_identifier
 from jury.schemas.items import MAX_ITEM_ID_CHARS as MAX_ITEM_ID_CHARS
 from jury.schemas.items import Item as Item
@@ -82,12 +82,14 @@ class Dimension(_Strict):
             )
         # Fill in the built-in defaults so that every stored dimension is self-contained.
         if builtin is not None:
-            if self.description is None:
-                object.__setattr__(self, "description", builtin.description)
             if self.scale is None:
                 object.__setattr__(
                     self, "scale", Scale(min=builtin.scale_min, max=builtin.scale_max)
                 )
+            assert self.scale is not None
+            if self.description is None:
+                rubric = rubric_on_scale(builtin, self.scale.min, self.scale.max)
+                object.__setattr__(self, "description", rubric)
             if self.threshold is None:
                 # The built-in threshold sits at the same relative height on any scale.
                 assert self.scale is not None

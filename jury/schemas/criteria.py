@@ -101,6 +101,25 @@ def builtin_criterion(criterion_id: str) -> BuiltinCriterion | None:
     return BUILTIN_CRITERIA.get(criterion_id)
 
 
+# A rubric's anchor: "5: …" at the start, or after a space or a semicolon.
+_ANCHOR = re.compile(r"(?<![^\s;])(\d+): ")
+
+
+def rubric_on_scale(criterion: BuiltinCriterion, low: float, high: float) -> str:
+    """The criterion's rubric with its anchors ("5: …", "1: …") moved to the same relative
+    height on the scale `low`..`high`: on 1–10, relevance reads "10: every part is on point;
+    5.5: partly …; 1: unrelated", so the prompt never contradicts the scale it asks for."""
+    if (low, high) == (criterion.scale_min, criterion.scale_max):
+        return criterion.description
+    span = criterion.scale_max - criterion.scale_min
+
+    def moved(match: re.Match[str]) -> str:
+        relative = (float(match.group(1)) - criterion.scale_min) / span
+        return f"{round(low + relative * (high - low), 2):g}: "
+
+    return _ANCHOR.sub(moved, criterion.description)
+
+
 def criterion_name_problem(name: str) -> str | None:
     """Why `name` cannot name a criterion, or None if it can."""
     problem = identifier_problem(name, "criterion name")
