@@ -157,7 +157,8 @@ def test_combined_batch_scores_every_dimension_in_one_call(
     tag = short_task_id().lower().replace("_", "").replace("-", "")
     balanced, strict = tagged("balanced", tag), tagged("strict", tag)
     spec = {
-        "judges": [{"model": balanced, "n": 2}, {"model": strict, "n": 1}],
+        # The strict judge is asked for its reasoning first: its answers score all the same.
+        "judges": [{"model": balanced, "n": 2}, {"model": strict, "n": 1, "reasoning_first": True}],
         "dimensions": ["relevance", TONE],
         "aggregation": {"consensus_threshold": 1.0},
         "mode": "combined",

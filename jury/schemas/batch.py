@@ -140,6 +140,9 @@ class Judge(_Strict):
     api_key_env: str | None = None
     timeout_s: float = Field(default=60.0, gt=0, le=600)
     max_tokens: int = Field(default=400, ge=16, le=32000)
+    # Ask for the reasoning before the score ("reason first"): the judge reasons, then scores.
+    # Give it max_tokens enough for both: an answer cut before its score is unparseable.
+    reasoning_first: bool = False
     # Prices for models LiteLLM's price map lacks (self-hosted, new, or behind a proxy).
     input_cost_per_token: float | None = Field(default=None, ge=0, le=1)
     output_cost_per_token: float | None = Field(default=None, ge=0, le=1)

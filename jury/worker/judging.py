@@ -208,10 +208,13 @@ def _sample_of(
 
 
 def task_messages(
-    item: Item, dimensions: Sequence[Dimension], orders: Sequence[Order | None]
+    item: Item,
+    dimensions: Sequence[Dimension],
+    orders: Sequence[Order | None],
+    reasoning_first: bool = False,
 ) -> list[list[dict[str, str]]]:
     """The messages of each call one task makes: one per order shown."""
-    return [call_messages(item, dimensions, order) for order in orders]
+    return [call_messages(item, dimensions, order, reasoning_first) for order in orders]
 
 
 async def judge_call(

@@ -195,7 +195,7 @@ def _prepare(runtime: WorkerRuntime, ref: SampleRef) -> _Prepared | str:
     spec = call_spec(config, ref.dimension)
     dimensions = [config.dimension(name) for name in spec.dimensions]
     item = runtime.item(ref.batch_id, ref.item_id)
-    messages = task_messages(item, dimensions, spec.orders)
+    messages = task_messages(item, dimensions, spec.orders, judge.reasoning_first)
     key = cache_key(judge, item, messages, ref.sample) if config.cache else None
     return _Prepared(config, judge, spec, dimensions, item, messages, key)
 
