@@ -128,7 +128,9 @@ def submit(
         source = sample_items(source, sample, seed or 0)
     console = make_console()
     if dry_run:
-        plan = plan_batch(source.config, source.stats.count, source.stats.text_chars)
+        plan = plan_batch(
+            source.config, source.stats.count, source.stats.text_chars, source.stats.cells
+        )
         if as_json:
             click.echo(json.dumps(plan.as_dict()))
         else:
@@ -146,6 +148,9 @@ def submit(
     opening = (
         f"batch {batch_id}: {source.stats.count} items × {len(config.dimensions)} dimensions × "
         f"{config.samples_per_cell} samples"
+        if not config.per_item_dimensions
+        else f"batch {batch_id}: {source.stats.count} items, {source.stats.cells} (item, "
+        f"dimension) cells by each item's criteria × {config.samples_per_cell} samples"
     )
     if display == Display.BAR:
         console.print(Text(opening), highlight=False)

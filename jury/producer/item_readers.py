@@ -32,6 +32,7 @@ from jury.producer.documents import (
     size_problem,
     too_deep,
 )
+from jury.producer.test_cases import is_test_case, test_case_fields
 from jury.schemas.batch import Item
 from jury.schemas.errors import BatchFileError
 from jury.schemas.limits import InputLimits
@@ -48,7 +49,7 @@ _SUFFIX_FORMATS = {
     ".pq": "parquet",
 }
 # Item fields that hold a structure: in a CSV cell, written as JSON.
-_STRUCTURED = ("metadata", "focus_areas")
+_STRUCTURED = ("metadata", "focus_areas", "custom_criteria")
 # JSON around an item's text on one line, beyond 4 bytes per character of the text.
 LINE_OVERHEAD_BYTES = 65536
 PARQUET_ROWS_PER_BATCH = 512
@@ -132,10 +133,21 @@ def read_records(spec: ItemsFile, limits: InputLimits, max_item_chars: int) -> I
     else:
         records = _jsonl_records(spec.path, limits, max_item_chars)
     for record in records:
-        if record.fields is None or not spec.fields:
+        if record.fields is not None and is_test_case(record.fields):
+            yield test_case_record(record, spec.fields)
+        elif record.fields is None or not spec.fields:
             yield record
         else:
             yield record._replace(fields=mapped(record.fields, spec.fields))
+
+
+def test_case_record(record: Record, columns: Mapping[str, str] | None = None) -> Record:
+    """The record as an item's fields, if it is one of the plan's test cases
+    (producer.test_cases); else unchanged. `columns`: the file's mapping, which wins."""
+    if record.fields is None or not is_test_case(record.fields):
+        return record
+    fields, problem = test_case_fields(record.fields, columns or {})
+    return Record(record.where, None, problem) if problem else record._replace(fields=fields)
 
 
 def mapped(record: Mapping[str, Any], fields: Mapping[str, str]) -> dict[str, Any]:
@@ -299,7 +311,8 @@ def _csv_records(
 
 
 def _csv_record(where: str, row: dict[str, str], spec: ItemsFile, limits: InputLimits) -> Record:
-    """A CSV row's item fields: empty cells are absent; metadata and focus_areas are JSON."""
+    """A CSV row's item fields: empty cells are absent; metadata, focus_areas and
+    custom_criteria are JSON."""
     structured = {spec.fields.get(name, name) for name in _STRUCTURED}
     fields: dict[str, Any] = {}
     for column, cell in row.items():

@@ -18,12 +18,19 @@ from pydantic import ValidationError
 
 from jury.producer.calibration_file import read_calibration_file
 from jury.producer.documents import parse_document, read_document
-from jury.producer.item_readers import ItemsFile, Record, items_file_spec, read_records
+from jury.producer.item_readers import (
+    ItemsFile,
+    Record,
+    items_file_spec,
+    read_records,
+    test_case_record,
+)
 from jury.producer.judge_config_file import merge_judge_config
 from jury.producer.model_catalog import model_problem
 from jury.producer.planning import budget_problems
 from jury.schemas.batch import BatchConfig, Item, Judge
 from jury.schemas.errors import BatchFileError, JuryError
+from jury.schemas.item_dimensions import ItemDimensions
 from jury.schemas.labels import label_problems
 from jury.schemas.limits import InputLimits
 from jury.schemas.placeholders import PlaceholderError, expand_fields, redact
@@ -60,6 +67,7 @@ class ItemStats:
     count: int = 0
     text_chars: int = 0
     labelled: int = 0  # items carrying people's labels
+    cells: int = 0  # (item, dimension) verdicts to come: each item's own dimensions
 
     def add(self, item: Item) -> None:
         self.count += 1
@@ -126,12 +134,14 @@ def _item(record: Record, config: BatchConfig) -> tuple[Item | None, str | None]
 
 def _validate_records(
     records: Iterator[Record], config: BatchConfig, keep: bool
-) -> tuple[list[Item], ItemStats, list[str]]:
-    """Every record checked (the items kept only when `keep`), with duplicate ids found."""
+) -> tuple[list[Item], ItemStats, list[str], BatchConfig]:
+    """Every record checked (the items kept only when `keep`), with duplicate ids found; and
+    the config with the criteria items brought (schemas.item_dimensions)."""
     problems: list[str] = []
     items: list[Item] = []
     seen: dict[str, str] = {}
     stats = ItemStats()
+    dimensions = ItemDimensions(config)
     for record in records:
         item, problem = _item(record, config)
         if item is None:
@@ -147,10 +157,12 @@ def _validate_records(
                 f"{record.where}: duplicate item id {item.id!r} (first {preposition} {first})"
             )
         seen.setdefault(item.id, record.where)
+        problems += [f"{record.where}: {p}" for p in dimensions.add(item)]
         stats.add(item)
         if keep:
             items.append(item)
-    return items, stats, problems
+    stats.cells = dimensions.n_cells
+    return items, stats, problems[:MAX_PROBLEMS], dimensions.batch_config()
 
 
 def _with_labels(config: BatchConfig, stats: ItemStats) -> BatchConfig:
@@ -160,7 +172,10 @@ def _with_labels(config: BatchConfig, stats: ItemStats) -> BatchConfig:
 def _inline_records(raw_items: list[Any]) -> Iterator[Record]:
     for index, raw in enumerate(raw_items):
         where = f"items[{index}]"
-        yield Record(where, raw) if isinstance(raw, dict) else Record(where, None, "not a mapping")
+        if isinstance(raw, dict):
+            yield test_case_record(Record(where, raw))
+        else:
+            yield Record(where, None, "not a mapping")
 
 
 def _judge_problems(config: BatchConfig) -> list[str]:
@@ -226,7 +241,7 @@ def load_batch(
         raise BatchFileError(str(path), judge_problems)
     config = read_calibration_file(path, config)
     if isinstance(raw_items, list):
-        items, stats, problems = _validate_records(_inline_records(raw_items), config, True)
+        items, stats, problems, config = _validate_records(_inline_records(raw_items), config, True)
         if not raw_items:
             problems.append("items: the list is empty")
         if problems:
@@ -238,7 +253,7 @@ def load_batch(
         except BatchFileError as exc:
             raise BatchFileError(str(path), exc.problems) from None
         records = read_records(spec, limits, config.max_item_chars)
-        _, stats, problems = _validate_records(records, config, False)
+        _, stats, problems, config = _validate_records(records, config, False)
         if problems:
             raise BatchFileError(str(spec.path), problems)
         if not stats.count:

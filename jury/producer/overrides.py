@@ -20,6 +20,7 @@ import yaml
 
 from jury.producer.loading import BatchSource, ItemStats
 from jury.schemas.errors import JuryError
+from jury.schemas.item_dimensions import n_cells
 
 
 @dataclass(frozen=True)
@@ -154,5 +155,8 @@ def sample_items(source: BatchSource, size: int, seed: int) -> BatchSource:
     items = [item for index, item in enumerate(source.items()) if index in wanted]
     chars = source.stats.text_chars * len(items) // max(source.stats.count, 1)
     return dataclasses.replace(
-        source, inline_items=items, items_file=None, stats=ItemStats(len(items), chars)
+        source,
+        inline_items=items,
+        items_file=None,
+        stats=ItemStats(len(items), chars, cells=n_cells(source.config, items)),
     )

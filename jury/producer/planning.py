@@ -98,22 +98,31 @@ def budget_problems(config: BatchConfig) -> list[str]:
     ]
 
 
-def plan_batch(config: BatchConfig, n_items: int, item_text_chars: int) -> BatchPlan:
+def plan_batch(
+    config: BatchConfig, n_items: int, item_text_chars: int, n_cells: int | None = None
+) -> BatchPlan:
+    """`n_cells`: the sum over items of the dimensions each is judged on (default: every item
+    on the batch's dimensions); with per-item criteria, the rubric and item text are counted
+    as if each item had the mean number of dimensions."""
     dims = config.dimensions
-    n_cells = n_items * len(dims)
-    rubric_chars = sum(len(d.description or "") for d in dims)
+    if n_cells is None:
+        n_cells = n_items * len(dims)
+    # Dimensions per item, on average: all of them unless items chose their own.
+    per_item = n_cells / n_items if n_items else float(len(dims))
+    rubric_chars = round(sum(len(d.description or "") for d in dims) * per_item / max(len(dims), 1))
     # A pairwise sample asks twice (both orders), each time with both outputs.
     orders = calls_per_task(config)
     if config.mode == "combined":
         # One prompt per item holds the item once and every rubric; the answer, every score.
         tasks = n_items
         prompt_chars_all_cells = item_text_chars + n_items * (PROMPT_OVERHEAD_CHARS + rubric_chars)
-        answer_tokens = len(dims) * EXPECTED_COMPLETION_TOKENS
+        answer_tokens = round(per_item * EXPECTED_COMPLETION_TOKENS)
     else:
         # Every cell's prompt holds the item once and one dimension's rubric.
         tasks = n_cells
         prompt_chars_all_cells = (
-            len(dims) * (item_text_chars + n_items * PROMPT_OVERHEAD_CHARS) + n_items * rubric_chars
+            round(per_item * (item_text_chars + n_items * PROMPT_OVERHEAD_CHARS))
+            + n_items * rubric_chars
         )
         answer_tokens = EXPECTED_COMPLETION_TOKENS
     judges = []
@@ -145,4 +154,4 @@ def plan_batch(config: BatchConfig, n_items: int, item_text_chars: int) -> Batch
     first = None
     if config.adaptive is not None:
         first = tasks * orders * sum(j.n for j in first_round_panel(config))
-    return BatchPlan(n_items, len(dims), n_cells, judges, first)
+    return BatchPlan(n_items, len(config.default_dimensions), n_cells, judges, first)

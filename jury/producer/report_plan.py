@@ -30,9 +30,13 @@ def print_plan(console: Console, name: str, plan: BatchPlan) -> None:
         if plan.cost_usd is None
         else f"~${plan.cost_usd:.4f}"
     )
+    shape = (
+        f"{plan.n_items:,} items × {plan.n_dimensions} dimensions"
+        if plan.n_cells == plan.n_items * plan.n_dimensions
+        else f"{plan.n_items:,} items, each on its own dimensions,"
+    )
     console.print(
-        f"{plan.n_items:,} items × {plan.n_dimensions} dimensions = {plan.n_cells:,} verdicts; "
-        f"{plan.calls:,} judge calls; estimated cost {total}",
+        f"{shape} = {plan.n_cells:,} verdicts; {plan.calls:,} judge calls; estimated cost {total}",
         highlight=False,
     )
     if any(j.batch_api for j in plan.judges):

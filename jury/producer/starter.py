@@ -10,6 +10,7 @@ from pathlib import Path
 
 from jury.producer.loading import BatchSource, ItemStats
 from jury.schemas.errors import JuryError
+from jury.schemas.item_dimensions import n_cells
 
 BATCH_FILE = "batch.yaml"
 ITEMS_FILE = "items.jsonl"
@@ -97,5 +98,8 @@ def first_items(source: BatchSource, limit: int) -> BatchSource:
     # The plan's token estimate needs the items' size: their share of the whole file's.
     chars = source.stats.text_chars * len(items) // max(source.stats.count, 1)
     return dataclasses.replace(
-        source, inline_items=items, items_file=None, stats=ItemStats(len(items), chars)
+        source,
+        inline_items=items,
+        items_file=None,
+        stats=ItemStats(len(items), chars, cells=n_cells(source.config, items)),
     )

@@ -27,6 +27,7 @@ from jury.schemas.batch import BatchConfig, Item
 from jury.schemas.calls import task_refs
 from jury.schemas.errors import JuryError
 from jury.schemas.identifiers import batch_id_problem
+from jury.schemas.item_dimensions import item_dimension_names
 from jury.schemas.status import BatchState
 from jury.schemas.tasks import CellRef, SampleRef, submit_cursor_key, submit_lock_key
 from jury.store.redis_client import BrokerRedis
@@ -63,7 +64,14 @@ def submit_batch(
     batch_id = batch_id or new_batch_id()
     if problem := batch_id_problem(batch_id):  # before anything is recorded
         raise JuryError(problem)
-    create_batch(sessions, batch_id, source.config, str(source.path), source.stats.count)
+    create_batch(
+        sessions,
+        batch_id,
+        source.config,
+        str(source.path),
+        source.stats.count,
+        source.stats.cells,
+    )
     _publish_from(source, sessions, app, batch_id, start=0)
     return batch_id
 
@@ -113,7 +121,8 @@ def _publish_from(
     claim = _claim(publisher.broker, batch_id)
     position = start
     try:
-        per_item = len(config.dimensions) * config.samples_per_cell
+        per_item = max(1, source.stats.cells // max(1, source.stats.count))
+        per_item *= config.samples_per_cell
         items_per_wave = max(1, publisher.wave_size // per_item)
 
         def keep_going() -> bool:
@@ -129,7 +138,7 @@ def _publish_from(
             cursor = (submit_cursor_key(batch_id), position, CURSOR_TTL_S)
             publisher.publish(task_refs(config, _judge_tasks(batch_id, config, chunk)), cursor)
             record_published(sessions, batch_id, position)
-        start_batch(sessions, batch_id, position, len(config.dimensions))
+        start_batch(sessions, batch_id, position, n_cells=source.stats.cells)
         publisher.client.delete(publisher.broker.key(submit_cursor_key(batch_id)))
     except Exception as exc:
         _record_stop(sessions, batch_id, position, exc)
@@ -147,8 +156,8 @@ def _publish_from(
 def _judge_tasks(batch_id: str, config: BatchConfig, items: list[Item]) -> Iterator[SampleRef]:
     samples = first_round(config)  # all of them, unless the batch is adaptive
     for item in items:
-        for dimension in config.dimensions:
-            yield from cell_samples(CellRef(batch_id, item.id, dimension.name), samples)
+        for dimension in item_dimension_names(config, item):
+            yield from cell_samples(CellRef(batch_id, item.id, dimension), samples)
 
 
 def _record_stop(sessions: Sessions, batch_id: str, position: int, exc: Exception) -> None:

@@ -64,6 +64,9 @@ class Dimension(_Strict):
     description: str | None = None
     scale: Scale | None = None
     threshold: float | None = Field(default=None, ge=-MAX_MAGNITUDE, le=MAX_MAGNITUDE)
+    # Judged only on the items that name it in their `focus_areas` (an item's own criterion,
+    # or a built-in one an item chose, are added so by loading: schemas.item_dimensions).
+    item_only: bool = False
 
     @model_validator(mode="before")
     @classmethod
@@ -298,6 +301,9 @@ class BatchConfig(_Strict):
     # Set when the batch was loaded and some item carries people's labels: only then are the
     # labels read back beside the records (store.labels), which costs a pass over the items.
     has_labels: bool = False
+    # Set when the batch was loaded and some item chose its own criteria (`focus_areas`,
+    # `custom_criteria`): only then does a cell count need the items (schemas.item_dimensions).
+    per_item_dimensions: bool = False
 
     @field_validator("name")
     @classmethod
@@ -394,6 +400,11 @@ class BatchConfig(_Strict):
             if d.name == name:
                 return d
         raise KeyError(name)
+
+    @property
+    def default_dimensions(self) -> list[Dimension]:
+        """What an item that chooses no criteria of its own is judged on."""
+        return [d for d in self.dimensions if not d.item_only]
 
     @property
     def samples_per_cell(self) -> int:

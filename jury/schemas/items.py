@@ -13,6 +13,22 @@ from jury.schemas.pairwise import Winner
 from jury.schemas.strict import StrictModel, non_finite_path
 
 MAX_ITEM_ID_CHARS = 200
+MAX_ITEM_CRITERIA = 50
+
+
+class ItemCriterion(StrictModel):
+    """A criterion of one item's own (the plan's `custom_criteria` entry): its rubric, and
+    optionally its scale and pass threshold (else the batch's). `name` is the plan's display
+    label ("CUSTOM (1-5)"); the criterion is named by its key."""
+
+    name: str | None = Field(default=None, max_length=200)
+    description: str = Field(min_length=1)
+    scale: dict[str, float] | None = None
+    threshold: float | None = None
+
+    @property
+    def rubric(self) -> str:
+        return f"{self.name}: {self.description}" if self.name else self.description
 
 
 class Item(StrictModel):
@@ -29,8 +45,13 @@ class Item(StrictModel):
     reference: str | None = None
     context: str | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
-    focus_areas: list[str] = Field(default_factory=list)
+    # The criteria this item is judged on (schemas.item_dimensions): names of the batch's
+    # dimensions, of built-in criteria or of its own `custom_criteria`; empty: the batch's.
+    focus_areas: list[str] = Field(default_factory=list, max_length=MAX_ITEM_CRITERIA)
     prompt_hint: str | None = None
+    custom_criteria: dict[str, ItemCriterion] = Field(
+        default_factory=dict, max_length=MAX_ITEM_CRITERIA
+    )
     # What people said (never shown to a judge): a score per dimension, or in a pairwise batch
     # the side they preferred, per dimension (`labels`) or for every dimension (`label`).
     labels: dict[str, float | Winner] = Field(default_factory=dict)

@@ -5,10 +5,13 @@ Shared by `jury resume` (producer) and the workers' lost-task watch (worker.watc
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from jury.schemas.adaptive import first_round, samples_of
 from jury.schemas.batch import BatchConfig
+from jury.schemas.item_dimensions import item_dimension_names
 from jury.store.escalations import escalated_cells
-from jury.store.repository import iter_item_ids
+from jury.store.repository import iter_item_ids, iter_items
 from jury.store.samples import stored_sample_keys
 from jury.store.sql import Sessions
 
@@ -24,12 +27,13 @@ def missing_samples(
     everything, first = samples_of(config.panel), first_round(config)
     cells: Samples = {}
     failed: Samples = {}
-    for item_ids in iter_item_ids(sessions, batch_id):
+    for chunk in _item_cells(sessions, batch_id, config):
+        item_ids = [item_id for item_id, _ in chunk]
         stored = stored_sample_keys(sessions, batch_id, item_ids)
         escalated = escalated_cells(sessions, batch_id, item_ids) if config.adaptive else set()
-        for item_id in item_ids:
-            for dimension in config.dimensions:
-                key = (item_id, dimension.name)
+        for item_id, dimensions in chunk:
+            for dimension in dimensions:
+                key = (item_id, dimension)
                 have = stored.get(key, {})
                 expected = everything if key in escalated else first
                 redo = [s for s in expected if s not in have or (not missing_only and not have[s])]
@@ -37,3 +41,17 @@ def missing_samples(
                     cells[key] = redo
                     failed[key] = [s for s in redo if s in have]
     return cells, failed
+
+
+def _item_cells(
+    sessions: Sessions, batch_id: str, config: BatchConfig
+) -> Iterator[list[tuple[str, tuple[str, ...]]]]:
+    """(item id, the dimensions it is judged on), a chunk at a time: the stored items are read
+    only when items chose their own criteria (schemas.item_dimensions)."""
+    if not config.per_item_dimensions:
+        names = tuple(d.name for d in config.dimensions)
+        for item_ids in iter_item_ids(sessions, batch_id):
+            yield [(item_id, names) for item_id in item_ids]
+        return
+    for items in iter_items(sessions, batch_id):
+        yield [(item.id, item_dimension_names(config, item)) for item in items]

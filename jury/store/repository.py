@@ -17,10 +17,17 @@ from jury.store.sql import Sessions, insert_ignoring_duplicates
 
 
 def create_batch(
-    sessions: Sessions, batch_id: str, config: BatchConfig, source: str, n_items: int = 0
+    sessions: Sessions,
+    batch_id: str,
+    config: BatchConfig,
+    source: str,
+    n_items: int = 0,
+    n_cells: int | None = None,
 ) -> None:
-    """Record a batch being submitted; with `n_items` (known from validation), its totals."""
-    n_cells = n_items * len(config.dimensions)
+    """Record a batch being submitted; with `n_items` (known from validation), its totals.
+    `n_cells`: the sum of each item's dimensions (default: every item on every dimension)."""
+    if n_cells is None:
+        n_cells = n_items * len(config.dimensions)
     if _exists(sessions, batch_id):
         raise BatchExistsError(batch_id)
     with write_transaction(sessions) as session:
@@ -66,13 +73,20 @@ def add_items(sessions: Sessions, batch_id: str, items: Iterable[tuple[int, Item
         return insert_ignoring_duplicates(session, ItemRow, rows)
 
 
-def start_batch(sessions: Sessions, batch_id: str, n_items: int, n_dimensions: int) -> None:
-    """Submission done: fix the totals that progress is measured against."""
+def start_batch(
+    sessions: Sessions,
+    batch_id: str,
+    n_items: int,
+    n_dimensions: int = 0,
+    n_cells: int | None = None,
+) -> None:
+    """Submission done: fix the totals that progress is measured against: `n_cells`, the sum
+    over items of the dimensions each is judged on (default: n_items × n_dimensions)."""
     with write_transaction(sessions) as session:
         row = batch_row(session, batch_id, lock=True)
         config = BatchConfig.model_validate(row.config)
         row.n_items = n_items
-        row.n_cells = n_items * n_dimensions
+        row.n_cells = n_items * n_dimensions if n_cells is None else n_cells
         row.n_samples_expected = row.n_cells * config.samples_per_cell
         if row.status == BatchState.SUBMITTING.value:
             row.status = BatchState.RUNNING.value
@@ -188,6 +202,25 @@ def iter_item_ids(sessions: Sessions, batch_id: str, chunk: int = 500) -> Iterat
         if not rows:
             return
         yield [item_id for _, item_id in rows]
+        last = rows[-1][0]
+
+
+def iter_items(sessions: Sessions, batch_id: str, chunk: int = 500) -> Iterator[list[Item]]:
+    """The batch's items in submission order, a chunk at a time."""
+    last = -1
+    while True:
+        with sessions() as session:
+            rows = list(
+                session.execute(
+                    select(ItemRow.position, ItemRow.payload)
+                    .where(ItemRow.batch_id == batch_id, ItemRow.position > last)
+                    .order_by(ItemRow.position)
+                    .limit(chunk)
+                )
+            )
+        if not rows:
+            return
+        yield [Item.model_validate(payload) for _, payload in rows]
         last = rows[-1][0]
 
 

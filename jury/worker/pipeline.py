@@ -30,6 +30,7 @@ from jury.schemas.adaptive import first_round
 from jury.schemas.batch import BatchConfig, Dimension, Item, Judge
 from jury.schemas.calls import CallSpec, call_spec
 from jury.schemas.errors import JuryError
+from jury.schemas.item_dimensions import item_dimension_names
 from jury.schemas.provider_batches import custom_id
 from jury.schemas.results import CellSample, SampleResult
 from jury.schemas.tasks import CellRef, SampleRef
@@ -192,9 +193,9 @@ def _prepare(runtime: WorkerRuntime, ref: SampleRef) -> _Prepared | str:
     if out_of_budget:
         return out_of_budget
     judge = config.judge(ref.judge)
-    spec = call_spec(config, ref.dimension)
-    dimensions = [config.dimension(name) for name in spec.dimensions]
     item = runtime.item(ref.batch_id, ref.item_id)
+    spec = call_spec(config, ref.dimension, item_dimension_names(config, item))
+    dimensions = [config.dimension(name) for name in spec.dimensions]
     messages = task_messages(item, dimensions, spec.orders, judge.reasoning_first)
     key = cache_key(judge, item, messages, ref.sample) if config.cache else None
     return _Prepared(config, judge, spec, dimensions, item, messages, key)

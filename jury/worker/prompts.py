@@ -68,14 +68,14 @@ def scale_text(dimension: Dimension) -> tuple[str, str]:
 def fenced_data(
     item: Item, fields: list[tuple[str, str]], names: Sequence[str]
 ) -> tuple[list[str], str]:
-    """The item's focus areas and hint, then `fields` fenced as data, between blank lines;
-    and the fence's nonce, free in every item-supplied text and in `names` (the criteria)."""
+    """The item's hint, then `fields` fenced as data, between blank lines; and the fence's
+    nonce, free in every item-supplied text and in `names` (the criteria). An item's focus
+    areas are not shown: they choose the criteria it is judged on (schemas.item_dimensions),
+    each of which its prompt names."""
     # Everything item-supplied counts, even the parts shown outside the fence.
     item_texts = [text for _, text in fields] + list(item.focus_areas) + [item.prompt_hint or ""]
     nonce = data_nonce([*item_texts, *names])
     lines: list[str] = []
-    if item.focus_areas:
-        lines.append("Focus areas for this item: " + ", ".join(item.focus_areas))
     if item.prompt_hint:
         lines.append(f"Additional guidance: {item.prompt_hint}")
     lines.append("")

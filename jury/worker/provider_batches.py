@@ -31,6 +31,7 @@ from typing import Any
 from jury.schemas.batch import Judge
 from jury.schemas.calls import call_spec
 from jury.schemas.errors import JudgeCallError, PermanentJudgeError
+from jury.schemas.item_dimensions import item_dimension_names
 from jury.schemas.provider_batches import ENDED, OPEN, PROVIDER_FINAL, SUBMITTING
 from jury.schemas.results import CellSample
 from jury.schemas.settings import judge_lanes
@@ -309,7 +310,8 @@ class ProviderBatches:
         out: dict[SampleRef, list[CellSample]] = {}
         for ref, requests in tasks.items():
             config = self.runtime.config(ref.batch_id)
-            spec = call_spec(config, ref.dimension)
+            item = self.runtime.item(ref.batch_id, ref.item_id)
+            spec = call_spec(config, ref.dimension, item_dimension_names(config, item))
             dimensions = [config.dimension(name) for name in spec.dimensions]
             ordered = sorted(requests, key=lambda r: r.call)
             replies = [answers.get(r.custom_id) or ended_without(status) for r in ordered]

@@ -79,13 +79,13 @@ def test_parquet_with_a_field_mapping(tmp_path: Path) -> None:
 
 def test_parquet_with_item_columns_and_structures(tmp_path: Path) -> None:
     rows = [
-        {"id": 7, "output": "x", "metadata": {"team": "a"}, "focus_areas": ["tone"]},
+        {"id": 7, "output": "x", "metadata": {"team": "a"}, "focus_areas": ["relevance"]},
         {"id": 8, "output": "y", "metadata": None, "focus_areas": None},
     ]
     pq.write_table(pa.Table.from_pylist(rows), tmp_path / "items.bin")  # found by its bytes
     items = list(load_batch(batch(tmp_path, "items.bin")).items())
     assert [(i.id, i.metadata, i.focus_areas) for i in items] == [
-        ("7", {"team": "a"}, ["tone"]),
+        ("7", {"team": "a"}, ["relevance"]),
         ("8", {}, []),
     ]
 

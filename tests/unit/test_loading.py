@@ -40,7 +40,14 @@ def test_yaml_batch_with_jsonl_items() -> None:
     balanced = batch.judge("balanced")
     assert balanced.api_base == "http://127.0.0.1:8011/v1"
     assert balanced.api_key_env == "JURY_TEST_KEY"
-    assert [d.name for d in batch.dimensions] == ["relevance", "tone"]
+    # q2's focus_areas choose the built-in `accuracy`, added for the items that name it.
+    assert [(d.name, d.item_only) for d in batch.dimensions] == [
+        ("relevance", False),
+        ("tone", False),
+        ("accuracy", True),
+    ]
+    assert batch.per_item_dimensions
+    assert source.stats.cells == 2 + 1 + 2
     assert batch.dimension("tone").resolved_threshold == 3.5
     assert batch.dimension("relevance").description  # filled from the built-in
     assert batch.aggregation.within_model == "median"

@@ -91,10 +91,13 @@ def test_absent_fields_are_left_out() -> None:
     assert "<output>\nonly this\n</output>" in inside
 
 
-def test_focus_areas_and_prompt_hint_appear() -> None:
+def test_prompt_hint_appears_and_focus_areas_do_not() -> None:
+    # Focus areas choose the item's criteria (schemas.item_dimensions); each prompt names its
+    # own criterion, so a list of the others would only mislead the judge.
     item = Item(id="1", output="x", focus_areas=["security", "clarity"], prompt_hint="Be strict.")
     text = user_text(item)
-    assert "security, clarity" in text
+    assert "security, clarity" not in text
+    assert "Focus areas" not in text
     assert "Be strict." in text
 
 
