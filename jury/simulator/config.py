@@ -59,10 +59,14 @@ class SimulatorConfig:
     # download: the windows in which a test kills the worker that submits or reads a batch.
     batch_create_delay_s: float = 0.0
     batch_file_delay_s: float = 0.0
+    # A scripted judge (a documented example reproduced): model name -> the scores its answers
+    # give, in turn, per criterion (the k-th answer on a criterion is script[k % len]).
+    scripts: Mapping[str, tuple[float, ...]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         # Freeze the mapping too, so a config shared between handlers cannot drift.
         object.__setattr__(self, "model_rpm", MappingProxyType(dict(self.model_rpm)))
+        object.__setattr__(self, "scripts", MappingProxyType(dict(self.scripts)))
         object.__setattr__(self, "model_t0_noise", MappingProxyType(dict(self.model_t0_noise)))
         object.__setattr__(self, "down", frozenset(self.down))
         object.__setattr__(self, "formats", tuple(self.formats))
@@ -170,6 +174,18 @@ def _t0_noise(text: str) -> tuple[str, float]:
     return name, floor
 
 
+def _script(text: str) -> tuple[str, tuple[float, ...]]:
+    """`MODEL=6,7,6.5`: the scores the model's answers give, in turn."""
+    name, sep, values = text.rpartition("=")
+    try:
+        scores = tuple(float(v) for v in values.split(","))
+    except ValueError:
+        scores = ()
+    if not sep or not name or not scores:
+        raise argparse.ArgumentTypeError(f"expected MODEL=score,score,…, got {text!r}")
+    return name, scores
+
+
 def _hostile(text: str) -> tuple[str, str]:
     try:
         return parse_hostile(text)
@@ -245,6 +261,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="noise floor in temperature units: noise scales with max(temperature, T), so a "
         "judge is not deterministic at temperature 0; NAME is a model name or persona "
         "(repeatable; default 0: deterministic)",
+    )
+    add(
+        "--script",
+        type=_script,
+        action="append",
+        default=[],
+        metavar="MODEL=S1,S2,…",
+        help="a scripted judge: the model's answers on each criterion give these scores in "
+        "turn (repeatable; the model must still name a persona)",
     )
     add(
         "--group-error",
@@ -341,6 +366,7 @@ def parse_config(argv: Sequence[str] | None = None) -> SimulatorConfig:
             batch_expire_s=args.batch_expire,
             batch_create_delay_s=args.batch_create_delay,
             batch_file_delay_s=args.batch_file_delay,
+            scripts=dict(args.script),
         )
     except ValueError as exc:
         parser.error(str(exc))

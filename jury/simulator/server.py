@@ -47,6 +47,8 @@ class SimulatorState:
     # Two streams, so that turning faults on does not change the scores' noise draws.
     score_rng: random.Random = field(init=False)
     chaos_rng: random.Random = field(init=False)
+    # A scripted judge's answers so far, per (model, criterion).
+    scripted: dict[tuple[str, str], int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.limiter = SlidingWindowLimiter(window_s=self.config.rate_window_s)
@@ -183,20 +185,26 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
         )
     else:
         prompt = completion.prompt
-        score = judge_score(
-            persona,
-            seed=config.seed,
-            criterion=prompt.criterion,
-            output_text=prompt.output_text,
-            data=prompt.data,
-            low=prompt.low,
-            high=prompt.high,
-            temperature=completion.temperature,
-            rng=state.score_rng,
-            t0_noise=config.t0_noise_for(model, persona.name),
-            group=bias_group(model),
-            group_error=config.group_error,
-        )
+        script = config.scripts.get(model)
+        if script is not None:  # a scripted judge: its next score on this criterion
+            turn = state.scripted.get((model, prompt.criterion), 0)
+            state.scripted[(model, prompt.criterion)] = turn + 1
+            score = script[turn % len(script)]
+        else:
+            score = judge_score(
+                persona,
+                seed=config.seed,
+                criterion=prompt.criterion,
+                output_text=prompt.output_text,
+                data=prompt.data,
+                low=prompt.low,
+                high=prompt.high,
+                temperature=completion.temperature,
+                rng=state.score_rng,
+                t0_noise=config.t0_noise_for(model, persona.name),
+                group=bias_group(model),
+                group_error=config.group_error,
+            )
         fmt = "json" if completion.json_required else state.chaos_rng.choice(config.formats)
         hostile = config.hostile_for(model, persona.name)
         reasoning = reasoning_for(score, prompt.low, prompt.high)
