@@ -48,6 +48,21 @@ EXPECTED = {
     ),
     "yaml_syntax.yaml": ("yaml_syntax.yaml", "line 5, column 6: not valid YAML"),
     "json_syntax.json": ("json_syntax.json", "line 3, column 31: not valid JSON"),
+    # The multi-LLM judge plan's test cases (producer.test_cases, schemas.item_dimensions).
+    "unknown_focus_area.yaml": (
+        "unknown_focus_area.jsonl",
+        "line 2: item '02_sparkly': focus_areas names 'sparkle', 'glitter', which is neither",
+    ),
+    "conflicting_criteria.yaml": (
+        "conflicting_criteria.jsonl",
+        "line 2: item 'b': custom_criteria.warmth: item 'a' defines a criterion 'warmth' "
+        "differently",
+    ),
+    "test_case_without_response.yaml": (
+        "test_case_without_response.items",
+        "[0]: test case '01_cold_start': no output to judge; give the system's answer as "
+        "`response`",
+    ),
 }
 
 
