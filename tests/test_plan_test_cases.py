@@ -86,7 +86,9 @@ def scripted_simulator(logs_dir: Path) -> Iterator[ManagedProcess]:
     simulator.stop()
 
 
-def write_plan_batch(folder: Path, simulator: ManagedProcess, extra: dict[str, Any]) -> Path:
+def write_plan_batch(
+    folder: Path, simulator: ManagedProcess, extra: dict[str, Any], uncertainty: bool = True
+) -> Path:
     judge_config = {
         "judges": [
             {
@@ -104,7 +106,7 @@ def write_plan_batch(folder: Path, simulator: ManagedProcess, extra: dict[str, A
         ],
         "temperature": 0.8,
         "aggregation": {"within_model": "mean", "across_models": "mean"},
-        "report_uncertainty": True,
+        "report_uncertainty": uncertainty,
         "flag_low_consensus": True,
         "consensus_threshold": 1.5,
     }
@@ -189,3 +191,37 @@ def test_the_plans_worked_example_record(
     assert "custom_criterion" in page and "3 / 3" in page
     shown = runner.invoke(jury, ["status", batch_id], env=env)
     assert shown.exit_code == 0 and "3/3" in shown.output.replace(",", "")
+
+
+def test_report_uncertainty_false_leaves_the_uncertainty_out_of_every_output(
+    tmp_path: Path, sqlite_workers: Settings, scripted_simulator: ManagedProcess
+) -> None:
+    path = write_plan_batch(
+        tmp_path, scripted_simulator, {"mode": "combined", "cache": False}, uncertainty=False
+    )
+    before = {m: answered(scripted_simulator, f"openai/{m}") for m in MODELS.values()}
+    batch_id = run_batch(sqlite_workers, path)
+    for model in MODELS.values():  # 2 test cases × 3 samples, whatever each one's criteria
+        assert answered(scripted_simulator, f"openai/{model}") - before[model] == 2 * 3
+    env = sqlite_workers.to_env()
+    runner = CliRunner()
+    output = runner.invoke(jury, ["results", batch_id, "--format", "jsonl"], env=env).output
+    records = [json.loads(line) for line in output.splitlines()]
+    # Combined mode: one call per (item, judge, sample) scores the item's own dimensions.
+    assert sorted((r["item_id"], r["criterion_id"]) for r in records) == [
+        ("01_cold_start", "relevance"),
+        ("05_category_personalization", "custom_criterion"),
+        ("05_category_personalization", "hypothesis_alignment"),
+    ]
+    for record in records:
+        assert set(record["consensus_metrics"]) == {"final_score", "flag_for_review"}
+        for evaluation in record["llm_evaluations"].values():
+            assert "within_model_std" not in evaluation and len(evaluation["samples"]) == 3
+        assert record["consensus_metrics"]["final_score"] is not None
+    header = runner.invoke(jury, ["results", batch_id, "--format", "csv"], env=env).output
+    columns = header.splitlines()[0].split(",")
+    assert "final_score" in columns and "openai_gpt-4o-mini:score" in columns
+    assert not {"cross_model_std", "consensus_level", "confidence"} & set(columns)
+    assert not [c for c in columns if c.endswith(":std")]
+    table = runner.invoke(jury, ["results", batch_id], env=env, terminal_width=200).output
+    assert "final" in table and "confidence" not in table and "±" not in table

@@ -267,6 +267,7 @@ def results(batch_id: str, fmt: str, output: Path | None, samples: bool) -> None
                 labelled=config.has_labels,
                 calibrated=config.resolved_calibration is not None,
                 methods=config.aggregation.reported_methods,
+                uncertainty=config.aggregation.report_uncertainty,
             )
     finally:
         if output:

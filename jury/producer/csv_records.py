@@ -8,7 +8,7 @@ from collections.abc import Iterable, Sequence
 from typing import IO, Any
 
 from jury.producer.reporting import Summary
-from jury.schemas.results import Verdict
+from jury.schemas.results import UNCERTAINTY_FIELDS, Verdict
 
 CSV_COLUMNS = [
     "item_id",
@@ -112,12 +112,17 @@ def write_csv(
     labelled: bool = False,
     calibrated: bool = False,
     methods: Sequence[str] = (),
+    uncertainty: bool = True,
 ) -> Summary:
-    """One row per record (csv_columns, record_row)."""
+    """One row per record (csv_columns, record_row); without `uncertainty`, the columns of
+    the uncertainty metrics (a batch's `report_uncertainty: false`) are left out."""
     summary = Summary()
     writer = csv.writer(out)
-    writer.writerow(csv_columns(judges, pairwise, labelled, calibrated, methods))
+    columns = csv_columns(judges, pairwise, labelled, calibrated, methods)
+    hidden = {*UNCERTAINTY_FIELDS, *(f"{j}:std" for j in judges)} if not uncertainty else set()
+    kept = [index for index, column in enumerate(columns) if column not in hidden]
+    writer.writerow([columns[index] for index in kept])
     for verdict in verdicts:
         row = record_row(summary.add(verdict), judges, pairwise, labelled, calibrated, methods)
-        writer.writerow(row)
+        writer.writerow([row[index] for index in kept])
     return summary

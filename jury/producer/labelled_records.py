@@ -61,14 +61,17 @@ def read_records(
     sessions: Sessions, batch_id: str, config: BatchConfig | None = None
 ) -> Iterator[Verdict]:
     """The batch's records in item then dimension order, with labels, calibrated scores and
-    the side-by-side aggregations."""
+    the side-by-side aggregations; without their uncertainty when the batch says
+    `report_uncertainty: false`."""
     config = config or load_config(sessions, batch_id)
     labels = item_labels(sessions, batch_id) if config.has_labels else {}
     calibration = config.resolved_calibration
     side = bool(config.aggregation.reported_methods)
-    if not labels and calibration is None and not side:
+    hidden = {} if config.aggregation.report_uncertainty else {"uncertainty_shown": False}
+    if not labels and calibration is None and not side and not hidden:
         yield from iter_verdicts(sessions, batch_id)
         return
     for verdict in iter_verdicts(sessions, batch_id):
         verdict = with_trust_parts(verdict, labels.get(verdict.item_id), calibration)
+        verdict = verdict.model_copy(update=hidden) if hidden else verdict
         yield with_aggregations(verdict, config) if side else verdict

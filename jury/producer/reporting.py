@@ -173,15 +173,21 @@ def verdict_table(
     no std and confidence columns, the flag as ⚑. Scores are never cut; long ids wrap
     instead."""
     rows = list(verdicts)  # the table holds every row anyway; it may be laid out twice
-    table, summary = _verdict_table(rows, judges, title, full=True)
+    # A batch with `report_uncertainty: false`: no std, consensus or confidence columns.
+    uncertainty = all(v.uncertainty_shown for v in rows)
+    table, summary = _verdict_table(rows, judges, title, full=True, uncertainty=uncertainty)
     wide = console.options.update_width(100_000) if console is not None else None
     if console is not None and console.measure(table, options=wide).maximum > console.width:
-        table, summary = _verdict_table(rows, judges, title, full=False)
+        table, summary = _verdict_table(rows, judges, title, full=False, uncertainty=uncertainty)
     return table, summary
 
 
 def _verdict_table(
-    verdicts: list[Verdict], judges: list[str], title: Text | str, full: bool
+    verdicts: list[Verdict],
+    judges: list[str],
+    title: Text | str,
+    full: bool,
+    uncertainty: bool = True,
 ) -> tuple[Table, Summary]:
     summary = Summary()
     table = Table(
@@ -202,8 +208,12 @@ def _verdict_table(
             min_width=8 if full else 4,
             max_width=None if full else _COMPACT_JUDGE_WIDTH,
         )
-    names = ("final", "std", "consensus", "confidence", "pass", "flag")
-    for name in names if full else ("final", "consensus", "pass", "flag"):
+    names: tuple[str, ...] = ("final", "std", "consensus", "confidence", "pass", "flag")
+    if not uncertainty:
+        names = ("final", "pass", "flag")
+    for name in (
+        names if full else [n for n in names if n in ("final", "consensus", "pass", "flag")]
+    ):
         table.add_column(
             name,
             justify="right" if name in ("final", "std") else "left",
@@ -218,7 +228,7 @@ def _verdict_table(
             e = verdict.llm_evaluations.get(judge)
             if e is None or e.aggregated_score is None:
                 cells.append(Text("failed", style="red"))
-            elif full:
+            elif full and uncertainty:
                 cells.append(f"{e.aggregated_score:.2f}±{e.within_model_std or 0:.1f}")
             else:
                 cells.append(f"{e.aggregated_score:.2f}")
@@ -237,7 +247,9 @@ def _verdict_table(
         )
         flag = Text("⚑ review" if full else "⚑", style="bold red") if m.flag_for_review else ""
         final = Text(_score(m.final_score), style="bold")
-        if full:
+        if not uncertainty:
+            cells += [final, outcome, flag]
+        elif full:
             confidence = Text(m.confidence.value, style=_LEVEL_STYLE[m.confidence])
             cells += [final, _score(m.cross_model_std), consensus, confidence, outcome, flag]
         else:

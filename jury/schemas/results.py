@@ -96,6 +96,10 @@ class Verdict(BaseModel):
     # With `aggregation.also_across_models`: the panel's score by each method, side by side
     # (the main method first: its value is final_score). Added when records are read.
     aggregations: dict[str, float | None] | None = None
+    # False when read from a batch with `report_uncertainty: false` (the plan's switch): the
+    # record is written without its uncertainty (UNCERTAINTY_FIELDS), which is still stored
+    # and still decides flags, adaptive sampling and the agreement figures.
+    uncertainty_shown: bool = Field(default=True, exclude=True)
 
     @model_serializer(mode="wrap")
     def _without_absent_parts(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
@@ -104,4 +108,14 @@ class Verdict(BaseModel):
         for optional in ("pairwise", "human_label", "calibrated", "aggregations"):
             if data.get(optional) is None:
                 data.pop(optional, None)
+        if not self.uncertainty_shown:
+            for name in UNCERTAINTY_FIELDS:
+                data.get("consensus_metrics", {}).pop(name, None)
+            for evaluation in data.get("llm_evaluations", {}).values():
+                evaluation.pop("within_model_std", None)
         return data
+
+
+# What `report_uncertainty` shows or leaves out of a record: the plan's uncertainty metrics
+# (each judge's within_model_std beside these).
+UNCERTAINTY_FIELDS = ("cross_model_std", "consensus_level", "confidence")
