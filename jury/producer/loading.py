@@ -149,7 +149,6 @@ def _validate_records(
             if len(problems) >= MAX_PROBLEMS:
                 break
             continue
-        problems += [f"{record.where}: {p}" for p in label_problems(config, item)]
         if item.id in seen:
             first = seen[item.id]
             preposition = "at" if first.startswith("items[") else "on"
@@ -157,7 +156,11 @@ def _validate_records(
                 f"{record.where}: duplicate item id {item.id!r} (first {preposition} {first})"
             )
         seen.setdefault(item.id, record.where)
-        problems += [f"{record.where}: {p}" for p in dimensions.add(item)]
+        item_problems = dimensions.add(item)
+        # Labels may name the criteria the item brought (its own, or built-in ones it chose).
+        judged = dimensions.batch_config() if item.labels and not item_problems else config
+        item_problems += label_problems(judged, item)
+        problems += [f"{record.where}: {p}" for p in item_problems]
         stats.add(item)
         if keep:
             items.append(item)

@@ -4,13 +4,19 @@ follow each item's dimensions."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from jury.producer.planning import plan_batch
 from jury.schemas.batch import BatchConfig, Item
 from jury.schemas.calls import call_spec, task_refs
 from jury.schemas.item_dimensions import ItemDimensions, item_dimension_names, n_cells
+from jury.schemas.results import CellSample, SampleResult
 from jury.schemas.tasks import SampleRef
+from jury.store.engine import session_factory
+from jury.store.missing import missing_samples
+from jury.store.repository import add_items, batch_status, create_batch
+from jury.store.samples import SampleWrite, record_writes
 
 TONE = {"name": "tone", "description": "Is it kind?", "scale": {"min": 1, "max": 10}}
 
@@ -151,3 +157,26 @@ def test_a_combined_task_scores_its_items_dimensions_and_is_named_once() -> None
     refs = [SampleRef("b", "c", d, "j", s) for s in (0, 1) for d in names]
     # Named by the first of its dimensions in the batch's order (tone before accuracy there).
     assert list(task_refs(batch, refs)) == [SampleRef("b", "c", "tone", "j", s) for s in (0, 1)]
+
+
+def test_resume_finds_only_the_samples_each_item_is_judged_on(tmp_path: Path) -> None:
+    """`jury resume` and the lost-task watch (store.missing) read each item's dimensions."""
+    items = [item(id="a"), item(id="b", focus_areas=["accuracy"])]
+    batch, _, cells = loaded(config(), items)
+    sessions = session_factory(f"sqlite:///{tmp_path / 'jury.db'}")
+    create_batch(sessions, "r1", batch, "test", len(items), cells)
+    add_items(sessions, "r1", enumerate(items))
+    stored = SampleResult(judge="openai/gpt-4o-mini", sample=0, score=4)
+    record_writes(
+        sessions, [SampleWrite("r1", "b", [CellSample(dimension="accuracy", result=stored)])]
+    )
+    missing, failed = missing_samples(sessions, "r1", batch, missing_only=False)
+    judge = "openai/gpt-4o-mini"
+    assert missing == {
+        ("a", "relevance"): [(judge, 0), (judge, 1)],
+        ("a", "tone"): [(judge, 0), (judge, 1)],
+        ("b", "accuracy"): [(judge, 1)],
+    }
+    assert failed == {key: [] for key in missing}
+    status = batch_status(sessions, "r1")
+    assert (status.n_cells, status.n_samples_expected) == (3, 3 * 2)

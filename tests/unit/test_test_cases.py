@@ -128,3 +128,13 @@ def test_bad_test_cases_are_named(tmp_path: Path, case: dict[str, Any], problem:
         load_batch(write(tmp_path, "cases.jsonl"))
     message = " ".join(str(refused.value).split())
     assert "cases.jsonl" in message and f"line 1: {problem}" in message
+
+
+def test_labels_may_name_the_criteria_a_test_case_brings(tmp_path: Path) -> None:
+    case = {**PLAN_CASE, "labels": {"custom_criterion": 4, "category_alignment": 2}}
+    source = load_batch(write(tmp_path, [case]))
+    assert source.config.has_labels
+    (item,) = source.items()
+    assert item.labels == {"custom_criterion": 4, "category_alignment": 2}
+    with pytest.raises(BatchFileError, match="labels name 'tone', which is not a dimension"):
+        load_batch(write(tmp_path, [{**PLAN_CASE, "labels": {"tone": 3}}]))
