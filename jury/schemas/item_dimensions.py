@@ -24,9 +24,15 @@ from jury.schemas.items import Item, ItemCriterion
 
 
 def item_dimension_names(config: BatchConfig, item: Item) -> tuple[str, ...]:
-    """The dimensions this item is judged on, in the order its cells are made. For a batch
-    loaded with per-item criteria (`config.per_item_dimensions`), every name is one of
-    `config.dimensions`."""
+    """The dimensions this item is judged on, in the order its cells are made; each is one of
+    `config.dimensions`. Only a batch loaded with per-item criteria (`per_item_dimensions`)
+    lets its items choose (a batch stored before them judged every item on all of them)."""
+    if not config.per_item_dimensions:
+        return tuple(d.name for d in config.default_dimensions)
+    return _chosen(config, item)
+
+
+def _chosen(config: BatchConfig, item: Item) -> tuple[str, ...]:
     if not item.focus_areas and not item.custom_criteria:
         return tuple(d.name for d in config.default_dimensions)
     chosen = list(item.focus_areas) or [d.name for d in config.default_dimensions]
@@ -78,7 +84,7 @@ class ItemDimensions:
         ]
         if unknown:
             problems.append(self._unknown(item, unknown))
-        names = item_dimension_names(self.config, item)
+        names = _chosen(self.config, item)
         if not names:
             problems.append(
                 f"item {item.id!r} is judged on no dimension: the batch's dimensions are all "
