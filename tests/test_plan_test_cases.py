@@ -225,3 +225,25 @@ def test_report_uncertainty_false_leaves_the_uncertainty_out_of_every_output(
     assert not [c for c in columns if c.endswith(":std")]
     table = runner.invoke(jury, ["results", batch_id], env=env, terminal_width=200).output
     assert "final" in table and "confidence" not in table and "±" not in table
+
+
+def test_adaptive_sampling_escalates_each_test_cases_own_cells(
+    tmp_path: Path, sqlite_workers: Settings, scripted_simulator: ManagedProcess
+) -> None:
+    """A first round of one sample per judge (6 against 5: std 0.71, over max_std 0.5), then
+    the rest of each cell's samples, on each test case's own criteria only."""
+    adaptive = {"adaptive": {"initial_samples": 1, "max_std": 0.5}, "cache": False}
+    path = write_plan_batch(tmp_path, scripted_simulator, adaptive)
+    before = {m: answered(scripted_simulator, f"openai/{m}") for m in MODELS.values()}
+    batch_id = run_batch(sqlite_workers, path)
+    for model in MODELS.values():
+        assert answered(scripted_simulator, f"openai/{model}") - before[model] == 3 * 3
+    output = CliRunner().invoke(
+        jury, ["results", batch_id, "--format", "jsonl"], env=sqlite_workers.to_env()
+    )
+    records = [json.loads(line) for line in output.output.splitlines()]
+    assert len(records) == 3
+    for record in records:  # every cell escalated: the plan's record, whatever its criterion
+        for judge, samples in PLAN_SAMPLES.items():
+            assert sorted(record["llm_evaluations"][judge]["samples"]) == sorted(samples)
+        assert record["consensus_metrics"]["final_score"] == pytest.approx(6.0)
