@@ -106,7 +106,7 @@ def plan_batch(
     as if each item had the mean number of dimensions."""
     dims = config.dimensions
     if n_cells is None:
-        n_cells = n_items * len(dims)
+        n_cells = n_items * len(config.default_dimensions)
     # Dimensions per item, on average: all of them unless items chose their own.
     per_item = n_cells / n_items if n_items else float(len(dims))
     rubric_chars = round(sum(len(d.description or "") for d in dims) * per_item / max(len(dims), 1))

@@ -25,9 +25,9 @@ def create_batch(
     n_cells: int | None = None,
 ) -> None:
     """Record a batch being submitted; with `n_items` (known from validation), its totals.
-    `n_cells`: the sum of each item's dimensions (default: every item on every dimension)."""
+    `n_cells`: the sum of each item's dimensions (default: every item on the batch's)."""
     if n_cells is None:
-        n_cells = n_items * len(config.dimensions)
+        n_cells = n_items * len(config.default_dimensions)
     if _exists(sessions, batch_id):
         raise BatchExistsError(batch_id)
     with write_transaction(sessions) as session:
