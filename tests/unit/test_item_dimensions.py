@@ -144,8 +144,8 @@ def test_cells_and_the_plan_count_each_items_own_dimensions() -> None:
     assert (plan.n_cells, plan.calls) == (6, 6 * 2)
     combined = batch.model_copy(update={"mode": "combined"})
     assert plan_batch(combined, len(items), 300, cells).calls == 3 * 2  # one call per item
-    # Without n_cells, the plan is every item on every dimension, as before.
-    assert plan_batch(config(), 3, 300).n_cells == 3 * 3
+    # Without n_cells, the plan is every item on the batch's own dimensions (not item_only).
+    assert plan_batch(config(), 3, 300).n_cells == 3 * 2
 
 
 def test_a_combined_task_scores_its_items_dimensions_and_is_named_once() -> None:
