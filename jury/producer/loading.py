@@ -24,6 +24,7 @@ from jury.producer.model_catalog import model_problem
 from jury.producer.planning import budget_problems
 from jury.schemas.batch import BatchConfig, Item, Judge
 from jury.schemas.errors import BatchFileError, JuryError
+from jury.schemas.heuristics import heuristic_problems
 from jury.schemas.labels import label_problems
 from jury.schemas.limits import InputLimits
 from jury.schemas.placeholders import PlaceholderError, expand_fields, redact
@@ -182,6 +183,9 @@ def _judge_problems(config: BatchConfig) -> list[str]:
                 lines = describe_validation_error(exc, where)
                 problems += [f"{redact(line, secrets)} (placeholders expanded)" for line in lines]
                 continue
+        if judge.heuristic is not None:
+            problems += heuristic_problems(judge.heuristic, where)
+            continue
         problem = judge.enabled and model_problem(expanded.model)
         if problem:
             problems.append(f"{where}.model: {redact(problem, secrets)}")
