@@ -11,6 +11,7 @@ import pytest
 from pydantic import ValidationError
 
 from jury.producer.loading import load_batch
+from jury.producer.planning import budget_problems, plan_batch
 from jury.schemas.batch import BatchConfig, Dimension, Item, Judge
 from jury.schemas.errors import BatchFileError
 from jury.schemas.heuristics import heuristic_problems
@@ -173,3 +174,16 @@ def test_load_refuses_a_bad_import_path_and_an_unknown_kind(tmp_path: Path) -> N
     message = str(info.value)
     assert "judges[0].heuristic.function: cannot import tests.heuristic_functions:nope" in message
     assert "AttributeError" in message and "Traceback" not in message
+
+
+def test_the_plan_counts_no_call_and_no_cost_for_a_heuristic() -> None:
+    config = BatchConfig.model_validate(
+        {
+            "judges": [{"name": "short", "heuristic": {"kind": "length", "max": 50}}],
+            "dimensions": ["relevance"],
+            "max_cost_usd": 1,  # a heuristic's price is known: zero
+        }
+    )
+    assert budget_problems(config) == []
+    (planned,) = plan_batch(config, n_items=10, item_text_chars=5000).judges
+    assert (planned.calls, planned.prompt_tokens, planned.cost_usd) == (0, 0, 0.0)
