@@ -15,6 +15,7 @@ from jury.producer.svg_charts import Bar, histogram
 from jury.producer.terminal import safe_text
 from jury.schemas.batch import Dimension
 from jury.schemas.identifiers import html_text
+from jury.schemas.output_sets import OutputRankings, ranked
 from jury.schemas.pairwise import (
     PairwiseAccumulator,
     PairwiseSummary,
@@ -73,6 +74,25 @@ def pairwise_table(summary: PairwiseSummary) -> Table:
         table.add_row(*_row(name, totals))
     if len(summary.dimensions) > 1:
         table.add_row(*_row("all dimensions", summary.overall))
+    return table
+
+
+def standings_table(rankings: OutputRankings) -> Table:
+    """Each output's wins, losses and ties against the others over the batch (items with
+    `outputs`), best first."""
+    table = Table(title="outputs: each against the others", box=box.SIMPLE_HEAD)
+    for column in ("rank", "output", "wins", "losses", "ties", "win rate", "mean preference"):
+        table.add_column(column, justify="left" if column == "output" else "right")
+    for s in ranked(rankings.overall):
+        table.add_row(
+            str(s.rank),
+            safe_text(s.output),
+            str(s.wins),
+            str(s.losses),
+            str(s.ties),
+            "—" if s.win_rate is None else f"{s.win_rate:.0%}",
+            _signed(s.mean_preference),
+        )
     return table
 
 
