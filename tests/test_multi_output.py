@@ -131,6 +131,11 @@ def test_ragdiff_multi_run_compare(
     table = CliRunner().invoke(jury, ["results", batch_id], env=sqlite_workers.to_env())
     assert "outputs: each against the others" in table.output
     assert best["output"] in table.output
+    page = CliRunner().invoke(jury, ["report", batch_id, "-o", "-"], env=sqlite_workers.to_env())
+    assert page.exit_code == 0, page.output
+    assert "<h3>Outputs, each against the others</h3>" in page.output
+    assert f"<h3>{QUERIES[0]['id']}</h3>" in page.output
+    assert f"<td>1</td><th>{best['output']}</th><td>{best['wins']}</td>" in page.output
 
 
 def test_single_order_halves_the_calls(
