@@ -3,6 +3,8 @@ workers run with the repository on their Python path, so they import these too."
 
 from __future__ import annotations
 
+import time
+
 from jury.schemas.batch import Dimension, Item
 
 
@@ -35,3 +37,9 @@ def returns_too_much(item: Item, criterion: Dimension) -> float:
 
 
 NOT_CALLABLE = 3
+
+
+def sleeps(item: Item, criterion: Dimension) -> float:
+    """Slower than the test judge's timeout_s."""
+    time.sleep(0.5)
+    return 1.0

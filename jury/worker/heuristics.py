@@ -10,6 +10,7 @@ number on its range gives a failed sample, never a raise out of the task.
 
 from __future__ import annotations
 
+import asyncio
 import math
 import time
 from collections.abc import Sequence
@@ -124,6 +125,33 @@ def _sample(
         latency_ms=round((time.perf_counter() - started) * 1000, 1),
     )
     return CellSample(dimension=dimension.name, result=result, pair=pair)
+
+
+async def measure(
+    judge: Judge,
+    item: Item,
+    dimensions: Sequence[Dimension],
+    orders: Sequence[Order | None],
+    sample: int,
+) -> list[CellSample]:
+    """A heuristic task's samples, measured off the event loop (a callable may be slow) and
+    within the judge's `timeout_s`: past it, failed samples (`heuristic_timeout`); the
+    callable's thread cannot be stopped and finishes on its own."""
+    try:
+        return await asyncio.wait_for(
+            asyncio.to_thread(heuristic_samples, judge, item, dimensions, orders, sample),
+            judge.timeout_s,
+        )
+    except TimeoutError:
+        exc = HeuristicError(
+            f"no score within the judge's timeout_s of {judge.timeout_s:g} s",
+            kind="heuristic_timeout",
+        )
+        usage = {"latency_ms": judge.timeout_s * 1000}
+        return [
+            CellSample(dimension=d.name, result=error_sample(judge.name, sample, exc, usage))
+            for d in dimensions
+        ]
 
 
 def heuristic_samples(

@@ -23,7 +23,6 @@ task's arguments (SamplesNotStored), so a database hiccup never pays for the cal
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -42,7 +41,7 @@ from jury.store.provider_batches import record_requests
 from jury.store.samples import SampleWrite, count_cells, record_writes
 from jury.worker.cache import cache_key, cached_samples
 from jury.worker.gating import Deferred, GatedCall
-from jury.worker.heuristics import heuristic_samples
+from jury.worker.heuristics import measure
 from jury.worker.judging import internal_error, judge_call, task_messages
 from jury.worker.runtime import WorkerRuntime
 
@@ -210,8 +209,7 @@ async def _call(runtime: WorkerRuntime, ref: SampleRef, prepared: _Prepared) -> 
     error samples, never a raise."""
     try:
         if prepared.judge.heuristic is not None:  # measured here: no LLM, no slot, no cost
-            return await asyncio.to_thread(
-                heuristic_samples,
+            return await measure(
                 prepared.judge,
                 prepared.item,
                 prepared.dimensions,

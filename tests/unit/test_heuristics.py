@@ -4,6 +4,8 @@ its own error kind."""
 
 from __future__ import annotations
 
+import asyncio
+import time
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +17,8 @@ from jury.producer.planning import budget_problems, plan_batch
 from jury.schemas.batch import BatchConfig, Dimension, Item, Judge
 from jury.schemas.errors import BatchFileError
 from jury.schemas.heuristics import heuristic_problems
-from jury.worker.heuristics import heuristic_samples, heuristic_score
+from jury.schemas.results import CellSample
+from jury.worker.heuristics import heuristic_samples, heuristic_score, measure
 
 FNS = "tests.heuristic_functions"
 RELEVANCE = Dimension.model_validate("relevance")  # built-in, 1..5
@@ -187,3 +190,26 @@ def test_the_plan_counts_no_call_and_no_cost_for_a_heuristic() -> None:
     assert budget_problems(config) == []
     (planned,) = plan_batch(config, n_items=10, item_text_chars=5000).judges
     assert (planned.calls, planned.prompt_tokens, planned.cost_usd) == (0, 0, 0.0)
+
+
+def test_measure_runs_off_the_loop_within_the_judges_timeout() -> None:
+    quick = judge(kind="length", max=50)
+    (sample,) = asyncio.run(measure(quick, ITEM, [RELEVANCE], [None], 0))
+    assert sample.result.score == 5.0
+    slow = Judge.model_validate(
+        {"heuristic": {"kind": "callable", "function": f"{FNS}:sleeps"}, "timeout_s": 0.1}
+    )
+
+    async def timed() -> tuple[list[CellSample], float]:
+        started = time.perf_counter()
+        found = await measure(slow, ITEM, [RELEVANCE, TEN], [None], 3)
+        return found, time.perf_counter() - started
+
+    # (asyncio.run then waits for the callable's thread to end; a worker's loop does not.)
+    samples, waited = asyncio.run(timed())
+    assert waited < 0.45  # the task did not wait for the callable
+    assert [(s.dimension, s.result.error_kind, s.result.sample) for s in samples] == [
+        ("relevance", "heuristic_timeout", 3),
+        ("tone", "heuristic_timeout", 3),
+    ]
+    assert "timeout_s of 0.1 s" in (samples[0].result.error or "")
