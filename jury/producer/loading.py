@@ -201,8 +201,8 @@ def _judge_problems(config: BatchConfig) -> list[str]:
                 lines = describe_validation_error(exc, where)
                 problems += [f"{redact(line, secrets)} (placeholders expanded)" for line in lines]
                 continue
-        if judge.heuristic is not None:
-            problems += heuristic_problems(judge.heuristic, where)
+        if judge.heuristic is not None:  # no model to route: its function must import
+            problems += heuristic_problems(judge.heuristic, where) if judge.enabled else []
             continue
         problem = judge.enabled and model_problem(expanded.model)
         if problem:
