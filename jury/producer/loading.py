@@ -9,7 +9,7 @@ checked here against this machine's environment but stored as written (schemas.p
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,9 +30,11 @@ from jury.producer.model_catalog import model_problem
 from jury.producer.planning import budget_problems
 from jury.schemas.batch import BatchConfig, Item, Judge
 from jury.schemas.errors import BatchFileError, JuryError
+from jury.schemas.heuristics import heuristic_problems
 from jury.schemas.item_dimensions import ItemDimensions
 from jury.schemas.labels import label_problems
 from jury.schemas.limits import InputLimits
+from jury.schemas.output_sets import expand_outputs
 from jury.schemas.placeholders import PlaceholderError, expand_fields, redact
 
 MAX_PROBLEMS = 50
@@ -95,7 +97,8 @@ class BatchSource:
             yield from self.inline_items
             return
         assert self.items_file is not None
-        for record in read_records(self.items_file, self.limits, self.config.max_item_chars):
+        records = read_records(self.items_file, self.limits, self.config.max_item_chars)
+        for record in with_output_pairs(records, self.config):
             item, problem = _item(record, self.config)
             if item is None:  # the file changed since it was validated
                 raise BatchFileError(str(self.items_file.path), [problem or record.where])
@@ -111,6 +114,22 @@ def _item_problem(item: Item, max_chars: int) -> str | None:
     if size > max_chars:
         return f"item {item.id!r} holds {size:,} characters, over max_item_chars ({max_chars:,})"
     return None
+
+
+def with_output_pairs(records: Iterable[Record], config: BatchConfig) -> Iterator[Record]:
+    """The records, an item with `outputs` as one record per pair of them (its pair items,
+    schemas.output_sets), or as a problem."""
+    for record in records:
+        if record.fields is None:
+            yield record
+            continue
+        try:
+            expanded = expand_outputs(record.fields, config.pairwise is not None)
+        except ValueError as exc:
+            yield Record(record.where, None, str(exc))
+            continue
+        for fields in expanded:
+            yield Record(record.where, fields)
 
 
 def _item(record: Record, config: BatchConfig) -> tuple[Item | None, str | None]:
@@ -142,7 +161,7 @@ def _validate_records(
     seen: dict[str, str] = {}
     stats = ItemStats()
     dimensions = ItemDimensions(config)
-    for record in records:
+    for record in with_output_pairs(records, config):
         item, problem = _item(record, config)
         if item is None:
             problems.append(problem or record.where)
@@ -200,6 +219,9 @@ def _judge_problems(config: BatchConfig) -> list[str]:
                 lines = describe_validation_error(exc, where)
                 problems += [f"{redact(line, secrets)} (placeholders expanded)" for line in lines]
                 continue
+        if judge.heuristic is not None:  # no model to route: its function must import
+            problems += heuristic_problems(judge.heuristic, where) if judge.enabled else []
+            continue
         problem = judge.enabled and model_problem(expanded.model)
         if problem:
             problems.append(f"{where}.model: {redact(problem, secrets)}")

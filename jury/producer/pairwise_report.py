@@ -15,6 +15,7 @@ from jury.producer.svg_charts import Bar, histogram
 from jury.producer.terminal import safe_text
 from jury.schemas.batch import Dimension
 from jury.schemas.identifiers import html_text
+from jury.schemas.output_sets import OutputRankings, OutputStanding, ranked
 from jury.schemas.pairwise import (
     PairwiseAccumulator,
     PairwiseSummary,
@@ -76,6 +77,25 @@ def pairwise_table(summary: PairwiseSummary) -> Table:
     return table
 
 
+def standings_table(rankings: OutputRankings) -> Table:
+    """Each output's wins, losses and ties against the others over the batch (items with
+    `outputs`), best first."""
+    table = Table(title="outputs: each against the others", box=box.SIMPLE_HEAD)
+    for column in ("rank", "output", "wins", "losses", "ties", "win rate", "mean preference"):
+        table.add_column(column, justify="left" if column == "output" else "right")
+    for s in ranked(rankings.overall):
+        table.add_row(
+            str(s.rank),
+            safe_text(s.output),
+            str(s.wins),
+            str(s.losses),
+            str(s.ties),
+            "—" if s.win_rate is None else f"{s.win_rate:.0%}",
+            _signed(s.mean_preference),
+        )
+    return table
+
+
 PAIRWISE_NOTE = (
     "A win rate counts a tie as half a win. Agreement: the share of judgments (every judge's "
     "every sample, both orders averaged) whose own winner is the record's winner. "
@@ -94,11 +114,13 @@ class PairwiseSection:
         self.dimensions = dimensions
         self.totals = PairwiseAccumulator()
         self.preferences = {d.name: Moments() for d in dimensions}
+        self.outputs = OutputRankings()
 
     def add(self, verdict: Verdict) -> None:
         if verdict.pairwise is None:
             return
         self.totals.add(verdict.criterion_id, verdict.pairwise)
+        self.outputs.add(verdict.item_id, verdict.pairwise)
         if verdict.pairwise.preference is not None and verdict.criterion_id in self.preferences:
             self.preferences[verdict.criterion_id].add(verdict.pairwise.preference)
 
@@ -132,8 +154,42 @@ class PairwiseSection:
             f'<div class="stat"><b>{overall.wins_b}</b>B wins</div>'
             f'<div class="stat"><b>{overall.ties}</b>ties</div>'
             f'<div class="stat"><b>{_pct(overall.agreement_pct)}</b>agreement</div></div>'
-            '<div class="cards">' + "".join(cards) + "</div>"
+            '<div class="cards">' + "".join(cards) + "</div>" + standings_html(self.outputs)
         )
+
+
+def _standings_rows(rows: list[OutputStanding]) -> str:
+    return "".join(
+        f"<tr><td>{s.rank}</td><th>{html_text(s.output)}</th><td>{s.wins}</td>"
+        f"<td>{s.losses}</td><td>{s.ties}</td>"
+        f"<td>{'—' if s.win_rate is None else f'{s.win_rate:.0%}'}</td>"
+        f"<td>{_signed(s.mean_preference)}</td></tr>"
+        for s in rows
+    )
+
+
+def standings_html(rankings: OutputRankings, max_items: int = 200) -> str:
+    """Items with `outputs`: each output's standing over the batch, then per item (the first
+    `max_items`; `jury results --format json` has them all)."""
+    if rankings.empty:
+        return ""
+    head = (
+        '<table class="grid"><thead><tr><th>rank</th><th>output</th><th>wins</th>'
+        "<th>losses</th><th>ties</th><th>win rate</th><th>mean preference</th></tr></thead>"
+    )
+    per_item = []
+    for n, (item, rows) in enumerate(rankings.per_item()):
+        if n == max_items:
+            break
+        per_item.append(
+            f"<h3>{html_text(item)}</h3>{head}<tbody>{_standings_rows(rows)}</tbody></table>"
+        )
+    return (
+        f"<h3>Outputs, each against the others</h3>{head}<tbody>"
+        + _standings_rows(ranked(rankings.overall))
+        + "</tbody></table>"
+        + "".join(per_item)
+    )
 
 
 class PairwiseJudgesSection:

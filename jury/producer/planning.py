@@ -78,6 +78,8 @@ class BatchPlan:
 
 def judge_prices(judge: Judge) -> tuple[float, float] | None:
     """(input, output) USD per token: the judge's own, else LiteLLM's; None if unknown."""
+    if judge.heuristic is not None:
+        return 0.0, 0.0  # no LLM call
     if judge.input_cost_per_token is not None or judge.output_cost_per_token is not None:
         return judge.input_cost_per_token or 0.0, judge.output_cost_per_token or 0.0
     return model_prices(judge.model)
@@ -130,6 +132,8 @@ def plan_batch(
         calls = tasks * judge.n * orders
         prompt_tokens = orders * judge.n * prompt_chars_all_cells // CHARS_PER_TOKEN
         completion_tokens = calls * answer_tokens
+        if judge.heuristic is not None:  # measured by the worker: no call, no tokens
+            calls = prompt_tokens = completion_tokens = 0
         prices = judge_prices(judge)
         cost = None if prices is None else prompt_tokens * prices[0] + completion_tokens * prices[1]
         live_cost = cost

@@ -16,11 +16,17 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from jury.producer.pairwise_report import PAIRWISE_NOTE, pairwise_table, winner_cell
+from jury.producer.pairwise_report import (
+    PAIRWISE_NOTE,
+    pairwise_table,
+    standings_table,
+    winner_cell,
+)
 from jury.producer.terminal import safe_text
 from jury.producer.trust_tables import print_trust
 from jury.schemas.agreement import Agreement, AgreementAccumulator, AgreementReport
 from jury.schemas.comparison import DimensionCorrelations
+from jury.schemas.output_sets import OutputRankings
 from jury.schemas.pairwise import PairwiseAccumulator
 from jury.schemas.results import Level, Verdict
 from jury.schemas.status import BatchStatus
@@ -52,6 +58,7 @@ class Summary:
     _score_counts: Counter[str] = field(default_factory=Counter)
     _agreement: AgreementAccumulator = field(default_factory=AgreementAccumulator)
     pairwise: PairwiseAccumulator = field(default_factory=PairwiseAccumulator)
+    outputs: OutputRankings = field(default_factory=OutputRankings)
     trust: TrustRecords = field(default_factory=TrustRecords)
     dimensions: DimensionCorrelations = field(default_factory=DimensionCorrelations)
 
@@ -61,6 +68,7 @@ class Summary:
         self.trust.add(verdict)
         if verdict.pairwise is not None:
             self.pairwise.add(verdict.criterion_id, verdict.pairwise)
+            self.outputs.add(verdict.item_id, verdict.pairwise)
         self.n_records += 1
         metrics = verdict.consensus_metrics
         self.n_passed += verdict.passed is True
@@ -99,6 +107,8 @@ class Summary:
         }
         if not self.pairwise.empty:  # pairwise batches: win/loss/tie totals and agreement
             data["pairwise"] = self.pairwise.report().model_dump(mode="json")
+        if not self.outputs.empty:  # items with `outputs`: each output's standing
+            data["outputs"] = self.outputs.report()
         if status is not None:
             data.update(
                 n_samples=status.n_samples,
@@ -266,6 +276,8 @@ def print_summary(console: Console, status: BatchStatus, summary: Summary) -> No
     if not summary.pairwise.empty:
         console.print(pairwise_table(summary.pairwise.report()))
         console.print(f"[dim]{PAIRWISE_NOTE}[/]", highlight=False)
+    if not summary.outputs.empty:
+        console.print(standings_table(summary.outputs))
     consensus = ", ".join(f"{k} {v}" for k, v in sorted(summary.consensus.items()))
     console.print(
         Text.assemble(

@@ -20,6 +20,7 @@ from pydantic import (
 from jury.schemas.adaptive import Adaptive
 from jury.schemas.calibration import Calibration
 from jury.schemas.criteria import builtin_criterion, criterion_name_problem, rubric_on_scale
+from jury.schemas.heuristics import Heuristic, heuristic_judge_defaults
 from jury.schemas.identifiers import checked_identifier
 from jury.schemas.items import MAX_ITEM_ID_CHARS as MAX_ITEM_ID_CHARS
 from jury.schemas.items import Item as Item
@@ -157,12 +158,15 @@ class Judge(_Strict):
     batch_fallback_live: bool = False
     # The batch price as a fraction of the live one, where no batch price is known.
     batch_price_factor: float = Field(default=0.5, gt=0, le=1)
+    # Present: no LLM, a measure of the output (schemas.heuristics); model: heuristic/<kind>.
+    heuristic: Heuristic | None = None
 
     @model_validator(mode="before")
     @classmethod
     def _from_provider(cls, data: Any) -> Any:
         if isinstance(data, str):
             return {"model": data}
+        data = heuristic_judge_defaults(data)
         if isinstance(data, dict) and "provider" in data:
             data = dict(data)
             provider = data.pop("provider")

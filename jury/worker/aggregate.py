@@ -18,6 +18,7 @@ from jury.schemas.adaptive import escalation, first_round_panel, is_uncertain
 from jury.schemas.batch import BatchConfig, Judge
 from jury.schemas.calls import task_refs
 from jury.schemas.errors import JuryError
+from jury.schemas.output_sets import pair_names
 from jury.schemas.pair_sides import SidePair, side_scores
 from jury.schemas.pairwise import pairwise_outcome, side_pair
 from jury.schemas.results import SampleResult, Verdict
@@ -151,7 +152,8 @@ def _verdict(
             [judgment for _, judgment in judged],
             config.pairwise.tie_tolerance,
             sides=sides,
-            names=config.pairwise.names,
+            # An item's `outputs` compared pair by pair: its pair item's id names the sides.
+            names=pair_names(cell.item_id) or config.pairwise.names,
         )
         verdict = verdict.model_copy(update={"passed": None, "pairwise": outcome})
     dimension_position = [d.name for d in config.dimensions].index(cell.dimension)

@@ -7,7 +7,8 @@ Every task runs the same sequence:
 1. the batch's state and budget (a cancelled batch, or one out of budget, skips the task:
    nothing is called, nothing stored, so `jury resume` finds it missing);
 2. the result cache: the very same calls answered before are not paid for again;
-3. the rate-limited call(s), with jury's retry policy (jury.worker.judging);
+3. the rate-limited call(s), with jury's retry policy (jury.worker.judging), or for a
+   heuristic judge its measures of the output (jury.worker.heuristics: no call, no cost);
 4. the spend, on the batch's budget meter;
 5. one store write: every sample of the task, its pair scores and the answer to cache, in one
    transaction under the samples' unique keys;
@@ -41,6 +42,7 @@ from jury.store.provider_batches import record_requests
 from jury.store.samples import SampleWrite, count_cells, record_writes
 from jury.worker.cache import cache_key, cached_samples
 from jury.worker.gating import Deferred, GatedCall
+from jury.worker.heuristics import measure
 from jury.worker.judging import internal_error, judge_call, task_messages
 from jury.worker.runtime import WorkerRuntime
 
@@ -196,14 +198,25 @@ def _prepare(runtime: WorkerRuntime, ref: SampleRef) -> _Prepared | str:
     item = runtime.item(ref.batch_id, ref.item_id)
     spec = call_spec(config, ref.dimension, item_dimension_names(config, item))
     dimensions = [config.dimension(name) for name in spec.dimensions]
+    if judge.heuristic is not None:  # no call: no messages, nothing worth caching
+        return _Prepared(config, judge, spec, dimensions, item, [], None)
     messages = task_messages(item, dimensions, spec.orders, judge.reasoning_first)
     key = cache_key(judge, item, messages, ref.sample) if config.cache else None
     return _Prepared(config, judge, spec, dimensions, item, messages, key)
 
 
 async def _call(runtime: WorkerRuntime, ref: SampleRef, prepared: _Prepared) -> list[CellSample]:
-    """The task's calls; any failure of our own becomes error samples, never a raise."""
+    """The task's calls (or a heuristic judge's measures); any failure of our own becomes
+    error samples, never a raise."""
     try:
+        if prepared.judge.heuristic is not None:  # measured here: no LLM, no slot, no cost
+            return await measure(
+                prepared.judge,
+                prepared.item,
+                prepared.dimensions,
+                prepared.spec.orders,
+                ref.sample,
+            )
         gated = GatedCall(runtime.call, runtime.limiter, runtime.settings.rate_horizon_s)
         return await judge_call(
             prepared.judge,

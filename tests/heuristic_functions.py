@@ -1,0 +1,45 @@
+"""Functions that callable heuristic judges name in tests (`tests.heuristic_functions:...`):
+workers run with the repository on their Python path, so they import these too."""
+
+from __future__ import annotations
+
+import time
+
+from jury.schemas.batch import Dimension, Item
+
+
+def mentions_input(item: Item, criterion: Dimension) -> float:
+    """1 when the output repeats the input's last word, else 0 (a unit score)."""
+    word = (item.input or "").rstrip("?").split()[-1:] or [""]
+    return 1.0 if word[0] and word[0].lower() in (item.output or "").lower() else 0.0
+
+
+def words_on_scale(item: Item, criterion: Dimension) -> float:
+    """The output's word count, clipped to the criterion's scale (`returns: scale`)."""
+    scale = criterion.resolved_scale
+    return float(min(max(len((item.output or "").split()), scale.min), scale.max))
+
+
+def raises(item: Item, criterion: Dimension) -> float:
+    raise RuntimeError(f"cannot measure {item.id}")
+
+
+def returns_nan(item: Item, criterion: Dimension) -> float:
+    return float("nan")
+
+
+def returns_text(item: Item, criterion: Dimension) -> str:
+    return "five"
+
+
+def returns_too_much(item: Item, criterion: Dimension) -> float:
+    return 1.5
+
+
+NOT_CALLABLE = 3
+
+
+def sleeps(item: Item, criterion: Dimension) -> float:
+    """Slower than the test judge's timeout_s."""
+    time.sleep(0.5)
+    return 1.0
