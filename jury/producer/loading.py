@@ -139,7 +139,9 @@ def _item(record: Record, config: BatchConfig) -> tuple[Item | None, str | None]
     try:
         # The batch's mode decides the item's shape: output, or output_a and output_b.
         pairwise = config.pairwise is not None
-        item = Item.model_validate(record.fields, context={"pairwise": pairwise})
+        generated = bool(config.candidates)  # the outputs come later, from the candidates
+        context = {"pairwise": pairwise, "generated": generated}
+        item = Item.model_validate(record.fields, context=context)
     except ValidationError as exc:
         # Inline items are named by their path (`items[2].output`), file records by their
         # line or row (`line 3: item.output`).

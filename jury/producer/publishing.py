@@ -18,7 +18,7 @@ from celery import Celery
 
 from jury.schemas.batch import BatchConfig
 from jury.schemas.settings import Settings, deployment_queues, judge_lanes
-from jury.schemas.tasks import CellRef, SampleRef
+from jury.schemas.tasks import GENERATE_TASK, CellRef, GenerationRef, SampleRef
 from jury.store.redis_client import BrokerRedis
 from jury.store.wire import TaskMessageWriter, push_wave, short_task_id
 
@@ -60,6 +60,8 @@ class Publisher:
         self.broker = BrokerRedis.from_app(app, socket_timeout=30)
         self.client = self.broker.client
         self.writer = TaskMessageWriter(app)
+        self.generation_writer = TaskMessageWriter(app, GENERATE_TASK)
+        self.base_queue = str(app.conf.task_default_queue)
         self.queues = judge_queues(app, config)
         self.all_queues = deployment_queues(app.conf.task_default_queue, int(app.conf.jury_lanes))
         self.max_queued = int(app.conf.jury_max_queued)
@@ -73,6 +75,15 @@ class Publisher:
             wave.setdefault(queue, []).append(self.writer.message(ref, queue))
         push_wave(self.broker, wave, cursor)
         return sum(len(messages) for messages in wave.values())
+
+    def publish_generations(
+        self, refs: Iterable[GenerationRef], cursor: tuple[str, int, int] | None = None
+    ) -> int:
+        """A wave of generation tasks (a batch with candidates), on the base queue."""
+        queue = self.base_queue
+        messages = [self.generation_writer.message(ref, queue) for ref in refs]
+        push_wave(self.broker, {queue: messages}, cursor)
+        return len(messages)
 
     def queued(self) -> int:
         """Judge tasks waiting in this deployment's queues (all batches)."""

@@ -29,7 +29,13 @@ from jury.schemas.errors import JuryError
 from jury.schemas.identifiers import batch_id_problem
 from jury.schemas.item_dimensions import item_dimension_names
 from jury.schemas.status import BatchState
-from jury.schemas.tasks import CellRef, SampleRef, submit_cursor_key, submit_lock_key
+from jury.schemas.tasks import (
+    CellRef,
+    GenerationRef,
+    SampleRef,
+    submit_cursor_key,
+    submit_lock_key,
+)
 from jury.store.redis_client import BrokerRedis
 from jury.store.repository import (
     add_items,
@@ -136,7 +142,10 @@ def _publish_from(
             add_items(sessions, batch_id, enumerate(chunk, start=position))
             position += len(chunk)
             cursor = (submit_cursor_key(batch_id), position, CURSOR_TTL_S)
-            publisher.publish(task_refs(config, _judge_tasks(batch_id, config, chunk)), cursor)
+            if config.candidates:  # judged once their candidates have answered
+                publisher.publish_generations(_generation_tasks(batch_id, config, chunk), cursor)
+            else:
+                publisher.publish(task_refs(config, _judge_tasks(batch_id, config, chunk)), cursor)
             record_published(sessions, batch_id, position)
         start_batch(sessions, batch_id, position, n_cells=source.stats.cells)
         publisher.client.delete(publisher.broker.key(submit_cursor_key(batch_id)))
@@ -158,6 +167,14 @@ def _judge_tasks(batch_id: str, config: BatchConfig, items: list[Item]) -> Itera
     for item in items:
         for dimension in item_dimension_names(config, item):
             yield from cell_samples(CellRef(batch_id, item.id, dimension), samples)
+
+
+def _generation_tasks(
+    batch_id: str, config: BatchConfig, items: list[Item]
+) -> Iterator[GenerationRef]:
+    for item in items:
+        for candidate in config.candidates:
+            yield GenerationRef(batch_id, item.id, candidate.name)
 
 
 def _record_stop(sessions: Sessions, batch_id: str, position: int, exc: Exception) -> None:

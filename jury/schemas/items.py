@@ -79,6 +79,8 @@ class Item(StrictModel):
     @field_validator("output_a", "output_b")
     @classmethod
     def _pair_outputs(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if (info.context or {}).get("generated"):
+            return _not_given(value)
         pairwise = (info.context or {}).get("pairwise")
         if pairwise is True and value is None:
             raise PydanticCustomError(
@@ -95,6 +97,8 @@ class Item(StrictModel):
     @field_validator("output")
     @classmethod
     def _single_output(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if (info.context or {}).get("generated"):
+            return _not_given(value)
         pairwise = (info.context or {}).get("pairwise")
         if pairwise is True:
             if value is not None:
@@ -123,6 +127,8 @@ class Item(StrictModel):
 
     @model_validator(mode="after")
     def _labels_fit_mode(self, info: ValidationInfo) -> Item:
+        if (info.context or {}).get("generated") and self.input is None:
+            raise ValueError("the batch's candidates answer each item's `input`: give one")
         pairwise = (info.context or {}).get("pairwise")
         sides = {k for k, v in self.labels.items() if isinstance(v, str)}
         if pairwise is True and len(sides) < len(self.labels):
@@ -142,3 +148,14 @@ class Item(StrictModel):
         """People's label of this item on one dimension, if they gave one."""
         found = self.labels.get(dimension)
         return self.label if found is None else found
+
+
+def _not_given(value: str | None) -> str | None:
+    """In a batch with `candidates:` (context {"generated": True}) the outputs are written
+    by the candidates, never by the item."""
+    if value is not None:
+        raise PydanticCustomError(
+            "generated_output",
+            "the batch's candidates write the outputs: an item gives only its `input`",
+        )
+    return value

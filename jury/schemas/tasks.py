@@ -12,6 +12,8 @@ from typing import NamedTuple
 JUDGE_TASK = "jury.judge_sample"
 # The chord callback of a cell: within-model, then cross-model aggregation and the verdict.
 AGGREGATE_TASK = "jury.aggregate_cell"
+# One candidate's answer to one item's input (a batch with `candidates:`), then its judging.
+GENERATE_TASK = "jury.generate_output"
 
 
 class CellRef(NamedTuple):
@@ -20,6 +22,14 @@ class CellRef(NamedTuple):
     batch_id: str
     item_id: str
     dimension: str
+
+
+class GenerationRef(NamedTuple):
+    """One (item, candidate) of a batch with candidates: the unit that gets a generation."""
+
+    batch_id: str
+    item_id: str
+    candidate: str
 
 
 class SampleRef(NamedTuple):

@@ -31,6 +31,7 @@ from jury.simulator.modes import ModePrompt, answer_mode_prompt, read_mode_promp
 from jury.simulator.personas import PERSONAS, bias_group, find_persona, judge_score
 from jury.simulator.prompt_reading import JudgePrompt, PromptError, messages_text, read_prompt
 from jury.simulator.stats import GARBAGE, TIMEOUT, AnswerStats
+from jury.simulator.writing import written_answer
 
 # Judge prompts carry whole documents; the aiohttp default of 1 MiB is too tight for some.
 MAX_REQUEST_BYTES = 32 * 1024 * 1024
@@ -157,7 +158,12 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     try:
         completion = parse_completion_request(body)
     except PromptError as exc:
-        return _error(state, model, 400, str(exc), "invalid_request_error")
+        # Not a judge's prompt: the simulator answers it as a model under test would.
+        written = written_answer(body.get("messages"), persona.name, config.seed)
+        if written is None:
+            return _error(state, model, 400, str(exc), "invalid_request_error")
+        asked = messages_text(body.get("messages"))
+        return _answer(state, model, 200, chat_completion(model, written, asked))
 
     plan = plan_faults(config, state.chaos_rng)
     if plan.latency_s > 0:

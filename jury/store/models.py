@@ -227,3 +227,37 @@ class BatchRequestRow(Base):
     provider_batch: Mapped[str | None] = mapped_column(String(64), nullable=True, index=True)
     attempts: Mapped[int] = mapped_column(Integer, default=0)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class GenerationRow(Base):
+    """One candidate's answer to one item's input (schemas.candidates): stored once, under its
+    unique key, so a redelivered generation task never generates twice. A failed generation
+    stores its error as the answer text, with `error_kind` set."""
+
+    __tablename__ = "jury_generations"
+    __table_args__ = (UniqueConstraint("batch_id", "item_id", "candidate", name="uq_generation"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    batch_id: Mapped[str] = mapped_column(ForeignKey("jury_batches.id", ondelete="CASCADE"))
+    item_id: Mapped[str] = mapped_column(String(ID))
+    candidate: Mapped[str] = mapped_column(String(ID))
+    text: Mapped[str] = mapped_column(Text)
+    error_kind: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    latency_ms: Mapped[float] = mapped_column(Float, default=0.0)
+    prompt_tokens: Mapped[int] = mapped_column(Integer, default=0)
+    completion_tokens: Mapped[int] = mapped_column(Integer, default=0)
+    cost_usd: Mapped[float] = mapped_column(Float, default=0.0)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class GeneratedItemRow(Base):
+    """Every candidate of the item has answered: its outputs were written into the item and
+    its judge tasks queued, by whoever inserted this row first (exactly once)."""
+
+    __tablename__ = "jury_generated_items"
+
+    batch_id: Mapped[str] = mapped_column(
+        ForeignKey("jury_batches.id", ondelete="CASCADE"), primary_key=True
+    )
+    item_id: Mapped[str] = mapped_column(String(ID), primary_key=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)

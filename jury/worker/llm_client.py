@@ -190,7 +190,8 @@ async def complete(judge: Judge, messages: list[dict[str, str]]) -> LLMReply:
         "num_retries": 0,
         "max_retries": 0,
     }
-    if supports_json_mode(judge.model):
+    # A candidate generating an output (worker.generation) is asked for free text.
+    if getattr(judge, "json_answer", True) and supports_json_mode(judge.model):
         kwargs["response_format"] = {"type": "json_object"}
     if judge.api_base:
         kwargs["api_base"] = judge.api_base

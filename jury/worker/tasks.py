@@ -8,6 +8,8 @@
   RETRY, holding nothing.
 - `jury.aggregate_cell(batch, item, dimension)`: a cell's chord callback
   (jury.worker.aggregate); its result is the verdict's final score and consensus.
+- `jury.generate_output(batch, item, candidate)`: one candidate's answer to one item's input,
+  then the item's judge tasks once its last candidate has answered (jury.worker.generation).
 
 Each task has an async body (`engine_body`) that jury's engine pool (jury.worker.pool) runs on
 the worker's event loop; the task function itself only hands the body's outcome to Celery's
@@ -29,9 +31,17 @@ from celery.exceptions import Retry
 from jury.schemas.errors import JudgmentFailed, JuryError
 from jury.schemas.results import CellSample
 from jury.schemas.settings import judge_lanes
-from jury.schemas.tasks import AGGREGATE_TASK, JUDGE_TASK, CellRef, SampleRef
+from jury.schemas.tasks import (
+    AGGREGATE_TASK,
+    GENERATE_TASK,
+    JUDGE_TASK,
+    CellRef,
+    GenerationRef,
+    SampleRef,
+)
 from jury.worker.aggregate import AggregateOutcome, CellIncomplete, aggregate_cells
 from jury.worker.gating import Deferred
+from jury.worker.generation import generate_task
 from jury.worker.pipeline import SamplesNotStored, TaskOutcome, judge_task
 from jury.worker.pool import OUTCOMES
 from jury.worker.runtime import WorkerRuntime
@@ -142,6 +152,17 @@ async def aggregate_group(
     return await runtime.in_store(aggregate_cells, runtime, cells)
 
 
+async def generate_body(runtime: WorkerRuntime, args: list[Any], kwargs: dict[str, Any]) -> Any:
+    ref = GenerationRef(str(args[0]), str(args[1]), str(args[2]))
+    try:
+        return await generate_task(runtime, ref)
+    except Exception as exc:
+        # The store or the broker failed: the task ends in FAILURE, logged; an answer stored
+        # before is kept and never asked for twice by a later delivery.
+        log.warning("generation %s failed: %s", ref, exc)
+        return exc
+
+
 Body = Callable[[WorkerRuntime, list[Any], dict[str, Any]], Coroutine[Any, Any, Any]]
 
 
@@ -190,5 +211,12 @@ def register_tasks(app: Celery, runtime: Callable[[], WorkerRuntime]) -> None:
     def aggregate(self: Task, batch_id: str, item_id: str, dimension: str, **carried: Any) -> Any:
         return _outcome(self, runtime, aggregate_body, [batch_id, item_id, dimension], carried)
 
+    @app.task(name=GENERATE_TASK, bind=True, ignore_result=True)
+    def generate_output(
+        self: Task, batch_id: str, item_id: str, candidate: str, **carried: Any
+    ) -> Any:
+        return _outcome(self, runtime, generate_body, [batch_id, item_id, candidate], carried)
+
     judge_sample.engine_body = _engine(runtime, judge_body)
+    generate_output.engine_body = _engine(runtime, generate_body)
     aggregate.engine_body = _engine(runtime, aggregate_body)

@@ -1,0 +1,171 @@
+"""The batch's `candidates:` section: what writes the outputs a batch judges. Pure.
+
+A candidate is an LLM called through LiteLLM (`model`, the item's `input` as the user message)
+or an HTTP endpoint (`url`, a JSON body template, a JSON path to the answer), as the LLM judge
+evaluator fetches its two chatbots' answers. One generation task per (item, candidate) stores
+the text (an error is stored as the answer text, marked as such, and judged as the evaluator
+does); then the item is judged: with one candidate its text is the item's `output`, with two
+the pair's A and B, named by the candidates' names.
+
+The body template is JSON, never text: the item's input replaces the marker `{{input}}` inside
+string values only, so an input holding quotes or braces stays one JSON string value.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, Literal
+
+from pydantic import Field, model_validator
+
+from jury.schemas.placeholders import has_placeholder, placeholder_problem
+from jury.schemas.strict import StrictModel
+
+MAX_CANDIDATES = 2
+CANDIDATE_NAME = re.compile(r"[A-Za-z0-9_.-]{1,40}")
+INPUT_MARKER = "{{input}}"
+# An HTTP answer longer than this is cut: it is judged as text, not stored as a file.
+MAX_ANSWER_CHARS = 200_000
+_PATH_PART = re.compile(r"[^.\[\]]+|\[\d+\]")
+
+
+def _checked_placeholders(fields: dict[str, str | None]) -> None:
+    for name, value in fields.items():
+        problem = value is not None and has_placeholder(value) and placeholder_problem(value)
+        if problem:
+            raise ValueError(f"{name}: {problem}")
+
+
+class LLMCandidate(StrictModel):
+    """A model that answers the item's input, through LiteLLM (as a judge is called)."""
+
+    name: str
+    model: str = Field(min_length=1, max_length=200)
+    api_base: str | None = None
+    api_key_env: str | None = None
+    temperature: float = Field(default=0.7, ge=0, le=2)
+    max_tokens: int = Field(default=1024, ge=1, le=32000)
+    system: str | None = None
+    timeout_s: float = Field(default=60.0, gt=0, le=600)
+    rpm: int | None = Field(default=None, gt=0)
+    tpm: int | None = Field(default=None, gt=0)
+
+    @model_validator(mode="after")
+    def _check(self) -> LLMCandidate:
+        _checked_placeholders(
+            {"model": self.model, "api_base": self.api_base, "api_key_env": self.api_key_env}
+        )
+        return self
+
+
+HttpMethod = Literal["POST", "PUT", "GET"]
+
+
+class HTTPCandidate(StrictModel):
+    """An HTTP endpoint that answers the item's input: `body` is a JSON template in which the
+    string `{{input}}` stands for the input; `answer_path` finds the answer in the reply."""
+
+    name: str
+    url: str = Field(min_length=1)
+    method: HttpMethod = "POST"
+    # `${VAR}` placeholders here are expanded only by the worker, at the call (a token in an
+    # Authorization header never reaches the store).
+    headers: dict[str, str] = Field(default_factory=dict)
+    body: Any = Field(default_factory=lambda: {"input": INPUT_MARKER})
+    answer_path: str = Field(default="answer", min_length=1)
+    timeout_s: float = Field(default=60.0, gt=0, le=600)
+
+    @model_validator(mode="after")
+    def _check(self) -> HTTPCandidate:
+        _checked_placeholders({"url": self.url, **self.headers})
+        if not has_placeholder(self.url) and not self.url.startswith(("http://", "https://")):
+            raise ValueError(f"url {self.url!r} must be an http(s) URL")
+        parse_answer_path(self.answer_path)
+        if self.method == "GET" and self.body is not None and "body" in self.model_fields_set:
+            raise ValueError("a GET request has no body")
+        return self
+
+
+Candidate = LLMCandidate | HTTPCandidate
+
+
+def parse_candidate(data: Any) -> Any:
+    """A raw entry as the candidate it describes: `url` makes an endpoint, else an LLM."""
+    if isinstance(data, dict) and "url" in data:
+        return HTTPCandidate.model_validate(data)
+    if isinstance(data, dict) and "model" in data:
+        return LLMCandidate.model_validate(data)
+    if isinstance(data, LLMCandidate | HTTPCandidate):
+        return data
+    raise ValueError("a candidate has a `model` (an LLM) or a `url` (an HTTP endpoint)")
+
+
+def candidates_problem(names: list[str]) -> str | None:
+    """What is wrong with the candidates' names, as a whole, if anything."""
+    if len(names) > MAX_CANDIDATES:
+        return (
+            f"{len(names)} candidates: a batch generates with one (its output) or two (a "
+            "pairwise pair) for now"
+        )
+    bad = [n for n in names if not CANDIDATE_NAME.fullmatch(n)]
+    if bad:
+        return f"candidate names {bad} may hold only ASCII letters, digits and _.- (at most 40)"
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        return f"candidate names must be unique, {dupes} appear twice"
+    return None
+
+
+def fill_body(template: Any, text: str) -> Any:
+    """The body template with `{{input}}` replaced by `text` inside its string values (and
+    keys): the input is always data within one JSON string, never JSON of its own."""
+    if isinstance(template, str):
+        return template.replace(INPUT_MARKER, text)
+    if isinstance(template, list):
+        return [fill_body(value, text) for value in template]
+    if isinstance(template, dict):
+        return {fill_body(k, text): fill_body(v, text) for k, v in template.items()}
+    return template
+
+
+def parse_answer_path(path: str) -> list[str | int]:
+    """`choices[0].message.content` (or `$.answer`, `data.0.text`) as its keys and indexes."""
+    text = path[2:] if path.startswith("$.") else path
+    parts: list[str | int] = []
+    for piece in text.split("."):
+        found = _PATH_PART.findall(piece)
+        if not piece or "".join(found) != piece:
+            raise ValueError(
+                f"answer_path {path!r} must read like `answer` or `choices[0].message.content`"
+            )
+        for part in found:
+            parts.append(int(part[1:-1]) if part.startswith("[") else part)
+    return [int(p) if isinstance(p, str) and p.isdigit() else p for p in parts]
+
+
+class AnswerNotFound(ValueError):
+    """The reply holds nothing at the answer path."""
+
+
+def answer_at(reply: Any, path: str) -> str:
+    """The value at `path` in a parsed JSON reply, as text (a non-string value as JSON)."""
+    value = reply
+    walked: list[str] = []
+    for part in parse_answer_path(path):
+        walked.append(str(part))
+        if isinstance(part, int) and isinstance(value, list) and -len(value) <= part < len(value):
+            value = value[part]
+        elif isinstance(value, dict) and str(part) in value:
+            value = value[str(part)]
+        else:
+            raise AnswerNotFound(f"the reply has no {'.'.join(walked)!r} (answer_path {path!r})")
+    if value is None:
+        raise AnswerNotFound(f"the reply's {path!r} is null")
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    return text[:MAX_ANSWER_CHARS]
+
+
+def error_answer(kind: str, detail: str) -> str:
+    """The answer text of a failed generation: judged as the answer, as the evaluator does."""
+    return f"[ERROR {kind}] {detail}"

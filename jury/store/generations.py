@@ -1,0 +1,131 @@
+"""The candidates' answers (schemas.candidates): stored once per (item, candidate), and written
+into the item when the last of its candidates has answered.
+
+Exactly once, whatever the deliveries: the answer is stored under its unique key (a
+redelivered task finds it and generates nothing), and the item's judging is claimed with a
+unique row, in the same transaction that writes its outputs. That transaction first locks the
+item's row, so of two candidates answering the same item at once, the second to commit sees
+the first's answer and is the one that claims.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from sqlalchemy import delete, select
+
+from jury.schemas.batch import Item
+from jury.schemas.errors import UnknownBatchError
+from jury.store.engine import write_transaction
+from jury.store.models import GeneratedItemRow, GenerationRow, ItemRow
+from jury.store.sql import Sessions, insert_ignoring_duplicates
+
+
+@dataclass(frozen=True)
+class Generation:
+    """One candidate's answer: its text, or an error stored as the text (`error_kind`)."""
+
+    candidate: str
+    text: str
+    error_kind: str | None = None
+    latency_ms: float = 0.0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+
+
+def item_input(sessions: Sessions, batch_id: str, item_id: str) -> str | None:
+    """The stored item's `input`, read from its payload (the item has no output yet)."""
+    with sessions() as session:
+        row = session.get(ItemRow, (batch_id, item_id))
+        if row is None:
+            raise UnknownBatchError(f"no item {item_id!r} in batch {batch_id!r}")
+        value = row.payload.get("input")
+        return value if isinstance(value, str) else None
+
+
+def is_generated(sessions: Sessions, batch_id: str, item_id: str, candidate: str) -> bool:
+    with sessions() as session:
+        found = session.execute(
+            select(GenerationRow.id).where(
+                GenerationRow.batch_id == batch_id,
+                GenerationRow.item_id == item_id,
+                GenerationRow.candidate == candidate,
+            )
+        ).first()
+        return found is not None
+
+
+def generations(sessions: Sessions, batch_id: str) -> list[tuple[str, Generation]]:
+    """Every stored answer of the batch, as (item id, answer), in storing order."""
+    with sessions() as session:
+        rows = session.scalars(
+            select(GenerationRow)
+            .where(GenerationRow.batch_id == batch_id)
+            .order_by(GenerationRow.id)
+        ).all()
+        return [
+            (
+                row.item_id,
+                Generation(
+                    row.candidate,
+                    row.text,
+                    row.error_kind,
+                    row.latency_ms,
+                    row.prompt_tokens,
+                    row.completion_tokens,
+                    row.cost_usd,
+                ),
+            )
+            for row in rows
+        ]
+
+
+def record_generation(
+    sessions: Sessions,
+    batch_id: str,
+    item_id: str,
+    generation: Generation | None,
+    candidates: list[str],
+) -> Item | None:
+    """Store `generation` (None: stored by an earlier delivery); then, if every candidate of
+    the item has answered and this caller is the first to claim the item, write the answers
+    into it (`output`, or `output_a` and `output_b` in the candidates' order) and return the
+    item, whose judge tasks the caller queues. Otherwise None."""
+    with write_transaction(sessions) as session:
+        row = session.get(ItemRow, (batch_id, item_id), with_for_update=True)
+        if row is None:
+            raise UnknownBatchError(f"no item {item_id!r} in batch {batch_id!r}")
+        if generation is not None:
+            values = {"batch_id": batch_id, "item_id": item_id, **asdict(generation)}
+            insert_ignoring_duplicates(session, GenerationRow, [values])
+        texts = dict(
+            session.execute(
+                select(GenerationRow.candidate, GenerationRow.text).where(
+                    GenerationRow.batch_id == batch_id, GenerationRow.item_id == item_id
+                )
+            ).all()
+        )
+        if any(name not in texts for name in candidates):
+            return None
+        claim = {"batch_id": batch_id, "item_id": item_id}
+        if not insert_ignoring_duplicates(session, GeneratedItemRow, [claim]):
+            return None  # claimed (and queued) by another delivery
+        payload = dict(row.payload)
+        if len(candidates) == 1:
+            payload["output"] = texts[candidates[0]]
+        else:
+            payload["output_a"], payload["output_b"] = (texts[name] for name in candidates)
+        row.payload = payload
+        return Item.model_validate(payload)
+
+
+def release_claim(sessions: Sessions, batch_id: str, item_id: str) -> None:
+    """The claimer could not queue the item's judge tasks: let the task's next delivery claim
+    (and queue) them instead."""
+    with write_transaction(sessions) as session:
+        session.execute(
+            delete(GeneratedItemRow).where(
+                GeneratedItemRow.batch_id == batch_id, GeneratedItemRow.item_id == item_id
+            )
+        )

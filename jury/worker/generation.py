@@ -1,0 +1,149 @@
+"""A generation task: one candidate answers one item's input, then the item is judged.
+
+The task runs, for (item, candidate):
+
+1. the batch's state (a cancelled batch skips it) and the stored answer: an answer stored by
+   an earlier delivery is not asked for again;
+2. the candidate's answer: an LLM through the same rate limiter and call as a judge
+   (jury.worker.gating, llm_client; free text, not JSON mode), with jury's retry policy for
+   transient errors, or an HTTP endpoint (jury.worker.endpoint_client). A failure is stored
+   as the answer text, marked with its kind, and judged: the LLM judge evaluator's behaviour;
+3. one store write (jury.store.generations): the answer under its unique key, and when it is
+   the item's last, the item's outputs and the claim on its judging;
+4. for the claimer only: the item's judge tasks, queued as submission would have queued them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterator
+from typing import ClassVar
+
+from jury.schemas.adaptive import first_round
+from jury.schemas.batch import BatchConfig, Item, Judge
+from jury.schemas.calls import task_refs
+from jury.schemas.candidates import HTTPCandidate, LLMCandidate, error_answer
+from jury.schemas.errors import JudgeCallError
+from jury.schemas.item_dimensions import item_dimension_names
+from jury.schemas.tasks import GenerationRef, SampleRef
+from jury.store.generations import (
+    Generation,
+    is_generated,
+    item_input,
+    record_generation,
+    release_claim,
+)
+from jury.worker.endpoint_client import ask_endpoint
+from jury.worker.gating import Deferred, GatedCall
+from jury.worker.runtime import WorkerRuntime
+
+log = logging.getLogger("jury.worker")
+
+
+class AnsweringModel(Judge):
+    """An LLM candidate called as a judge is, but asked for free text rather than JSON."""
+
+    json_answer: ClassVar[bool] = False
+
+
+def answering_model(candidate: LLMCandidate) -> AnsweringModel:
+    return AnsweringModel(
+        model=candidate.model,
+        name=candidate.name,
+        n=1,
+        temperature=candidate.temperature,
+        api_base=candidate.api_base,
+        api_key_env=candidate.api_key_env,
+        timeout_s=candidate.timeout_s,
+        max_tokens=max(16, candidate.max_tokens),
+        rpm=candidate.rpm,
+        tpm=candidate.tpm,
+    )
+
+
+def candidate_messages(candidate: LLMCandidate, text: str) -> list[dict[str, str]]:
+    """The item's input as the user message, after the candidate's system prompt if any."""
+    system = [{"role": "system", "content": candidate.system}] if candidate.system else []
+    return [*system, {"role": "user", "content": text}]
+
+
+def item_judge_refs(batch_id: str, config: BatchConfig, item: Item) -> Iterator[SampleRef]:
+    """The item's judge tasks (its first round, for an adaptive batch)."""
+    samples = first_round(config)
+    refs = (
+        SampleRef(batch_id, item.id, dimension, judge, index)
+        for dimension in item_dimension_names(config, item)
+        for judge, index in samples
+    )
+    return task_refs(config, refs)
+
+
+async def generate_task(runtime: WorkerRuntime, ref: GenerationRef) -> str:
+    """Generate (unless stored already), store, and queue the judging the answer completes;
+    returns what happened, for the task's result."""
+    if runtime.state(ref.batch_id).skips_work:
+        return f"skipped: batch {runtime.state(ref.batch_id).value}"
+    config = runtime.config(ref.batch_id)
+    candidate = next(c for c in config.candidates if c.name == ref.candidate)
+    generation: Generation | None = None
+    stored = await runtime.in_store(is_generated, runtime.sessions, *ref)
+    if not stored:
+        text = await runtime.in_store(item_input, runtime.sessions, ref.batch_id, ref.item_id)
+        generation = await answer(runtime, candidate, text or "")
+        if generation.cost_usd:
+            runtime.budget.spend(ref.batch_id, generation.cost_usd)
+    names = [c.name for c in config.candidates]
+    item = await runtime.in_store(
+        record_generation, runtime.sessions, ref.batch_id, ref.item_id, generation, names
+    )
+    done = "stored earlier" if stored else (generation.error_kind if generation else None)
+    outcome = f"generated ({done})" if done else "generated"
+    if item is None:
+        return outcome
+    try:
+        runtime.queue_tasks(config, list(item_judge_refs(ref.batch_id, config, item)))
+    except Exception:
+        await runtime.in_store(release_claim, runtime.sessions, ref.batch_id, ref.item_id)
+        raise
+    return f"{outcome}; judging queued"
+
+
+async def answer(
+    runtime: WorkerRuntime, candidate: LLMCandidate | HTTPCandidate, text: str
+) -> Generation:
+    """The candidate's answer to `text`, or its failure as the answer text."""
+    if isinstance(candidate, HTTPCandidate):
+        return await ask_endpoint(candidate, text)
+    model = answering_model(candidate)
+    messages = candidate_messages(candidate, text)
+    policy = runtime.policy
+    attempt = 0
+    while True:
+        attempt += 1
+        gated = GatedCall(runtime.call, runtime.limiter, runtime.settings.rate_horizon_s)
+        try:
+            reply = await gated(model, messages)
+        except Deferred as exc:
+            # Waiting for a rate-limit slot: in the loop (a generation is never parked).
+            await asyncio.sleep(max(exc.countdown_s, 0.2))
+            attempt -= 1
+            continue
+        except JudgeCallError as exc:
+            if exc.transient and attempt < policy.max_attempts:
+                await asyncio.sleep(policy.delay(attempt, exc.retry_after))
+                continue
+            return Generation(candidate.name, error_answer(exc.kind, str(exc)), exc.kind)
+        except Exception as exc:
+            log.exception("generation by %s failed outside the call", candidate.name)
+            detail = f"{type(exc).__name__}: {exc}"
+            return Generation(candidate.name, error_answer("internal", detail), "internal")
+        return Generation(
+            candidate.name,
+            reply.text,
+            None,
+            reply.latency_ms,
+            reply.prompt_tokens,
+            reply.completion_tokens,
+            reply.cost_usd,
+        )
