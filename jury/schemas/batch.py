@@ -343,7 +343,8 @@ class BatchConfig(_Strict):
         names = [c.get("name") if isinstance(c, dict) else getattr(c, "name", None) for c in raw]
         pairwise = data.get("pairwise")
         pairwise = {} if pairwise in (None, True) else pairwise
-        if isinstance(pairwise, dict) and "names" not in pairwise and all(names):
+        distinct = all(names) and len(set(names)) == 2  # else _check_candidates says why
+        if isinstance(pairwise, dict) and "names" not in pairwise and distinct:
             pairwise = {**pairwise, "names": names}
         return {**data, "pairwise": pairwise}
 

@@ -27,7 +27,7 @@ CANDIDATE_NAME = re.compile(r"[A-Za-z0-9_.-]{1,40}")
 INPUT_MARKER = "{{input}}"
 # An HTTP answer longer than this is cut: it is judged as text, not stored as a file.
 MAX_ANSWER_CHARS = 200_000
-_PATH_PART = re.compile(r"[^.\[\]]+|\[\d+\]")
+_PATH_PART = re.compile(r"[^.\[\]\s]+|\[\d+\]")
 
 
 def _checked_placeholders(fields: dict[str, str | None]) -> None:

@@ -1,0 +1,113 @@
+"""The `candidates:` section: its schema, the JSON body template and the answer path."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from pydantic import ValidationError
+
+from jury.schemas.batch import BatchConfig, Item
+from jury.schemas.candidates import (
+    AnswerNotFound,
+    HTTPCandidate,
+    LLMCandidate,
+    answer_at,
+    error_answer,
+    fill_body,
+    parse_answer_path,
+)
+
+BASE = {"judges": ["openai/gpt-4o-mini"], "dimensions": ["relevance"]}
+
+
+def test_an_entry_with_url_is_an_endpoint_and_one_with_model_an_llm() -> None:
+    config = BatchConfig.model_validate(
+        {
+            **BASE,
+            "candidates": [
+                {"name": "dotnet", "url": "http://localhost:5000/chat", "answer_path": "reply"},
+                {"name": "gpt", "model": "openai/gpt-4o-mini", "system": "Be brief."},
+            ],
+        }
+    )
+    endpoint, llm = config.candidates
+    assert isinstance(endpoint, HTTPCandidate) and endpoint.method == "POST"
+    assert isinstance(llm, LLMCandidate) and llm.system == "Be brief."
+    # Two candidates are a pair, its sides named after them.
+    assert config.pairwise is not None and config.pairwise.names == ("dotnet", "gpt")
+    # The stored config reads back the same.
+    again = BatchConfig.model_validate(config.model_dump(mode="json"))
+    assert again.model_dump() == config.model_dump()
+
+
+def test_one_candidate_is_not_pairwise_and_bad_sections_are_refused() -> None:
+    one = BatchConfig.model_validate({**BASE, "candidates": [{"name": "m", "model": "openai/x"}]})
+    assert one.pairwise is None
+    bad = [
+        ([{"name": "m", "model": "openai/x"}], {"pairwise": True}, "one candidate"),
+        ([{"name": "m", "model": "openai/x"}, {"name": "m", "model": "openai/y"}], {}, "twice"),
+        ([{"name": "a b", "model": "openai/x"}], {}, "may hold only"),
+        ([{"name": "x", "url": "ftp://host"}], {}, "http(s) URL"),
+        ([{"name": "x", "url": "http://h", "answer_path": "a..b"}], {}, "answer_path"),
+        ([{"name": "x", "url": "http://h", "headers": {"A": "${1X}"}}], {}, "placeholder"),
+        ([{"name": "x"}], {}, "`model`"),
+        ([{"name": f"c{i}", "model": "openai/x"} for i in range(3)], {}, "3 candidates"),
+    ]
+    for candidates, extra, message in bad:
+        with pytest.raises(ValidationError, match=re.escape(message)):
+            BatchConfig.model_validate({**BASE, **extra, "candidates": candidates})
+
+
+def test_header_placeholders_stay_as_written() -> None:
+    config = BatchConfig.model_validate(
+        {
+            **BASE,
+            "candidates": [
+                {"name": "api", "url": "${BOT_URL}", "headers": {"Authorization": "Bearer ${TOK}"}}
+            ],
+        }
+    )
+    dumped = json.dumps(config.model_dump(mode="json"))
+    assert "Bearer ${TOK}" in dumped and "${BOT_URL}" in dumped
+
+
+def test_an_item_of_a_generating_batch_gives_only_its_input() -> None:
+    context = {"pairwise": False, "generated": True}
+    item = Item.model_validate({"id": "q1", "input": "How many days off?"}, context=context)
+    assert item.output is None
+    with pytest.raises(ValidationError, match="candidates write the outputs"):
+        Item.model_validate({"id": "q1", "input": "x", "output": "y"}, context=context)
+    with pytest.raises(ValidationError, match="give one"):
+        Item.model_validate({"id": "q1"}, context=context)
+
+
+def test_the_input_fills_string_values_only_and_stays_one_json_string() -> None:
+    template = {"query": "{{input}}", "meta": {"prefix": "Q: {{input}}", "n": 3}, "l": [True]}
+    hostile = 'say "hi"}, "admin": true, {"x": "{{input}}'
+    body = fill_body(template, hostile)
+    assert body["query"] == hostile
+    assert body["meta"] == {"prefix": f"Q: {hostile}", "n": 3}
+    assert body["l"] == [True]
+    assert json.loads(json.dumps(body)) == body  # encoded as JSON: the input is one string
+    assert "admin" not in body
+
+
+def test_answer_paths() -> None:
+    reply = {"choices": [{"message": {"content": "Ten days."}}], "data": {"n": 3, "x": None}}
+    assert answer_at(reply, "choices[0].message.content") == "Ten days."
+    assert answer_at(reply, "$.choices.0.message.content") == "Ten days."
+    assert answer_at(reply, "data.n") == "3"  # a non-string value as JSON text
+    assert answer_at(["a", "b"], "[1]") == "b"
+    assert parse_answer_path("a.b[2].c") == ["a", "b", 2, "c"]
+    for path in ("choices[1].message", "data.missing", "data.x"):
+        with pytest.raises(AnswerNotFound):
+            answer_at(reply, path)
+    for bad in ("", "a..b", "a.[x]", "a b"):
+        with pytest.raises(ValueError, match="answer_path"):
+            parse_answer_path(bad)
+
+
+def test_an_error_answer_names_its_kind() -> None:
+    assert error_answer("http_500", "HTTP 500: down") == "[ERROR http_500] HTTP 500: down"
