@@ -27,7 +27,14 @@ from jury.schemas.tasks import GenerationRef
 from jury.store.engine import session_factory
 from jury.store.generations import generations
 from jury.store.models import GeneratedItemRow, GenerationRow, SampleRow
-from jury.store.repository import add_items, create_batch, load_config, load_item
+from jury.store.repository import (
+    add_items,
+    batch_status,
+    create_batch,
+    load_config,
+    load_item,
+    start_batch,
+)
 from tests.test_faults import assert_exactly_once
 from tests.test_modes import answered, tagged
 from tests.test_pipeline import run_batch
@@ -247,3 +254,32 @@ def test_a_redelivered_generation_neither_generates_nor_queues_twice(
             .where(GeneratedItemRow.batch_id == batch_id)
         )
     assert claims == 2
+
+
+def test_resume_queues_the_generation_an_item_lacks(
+    tmp_path: Path, sqlite_workers: Settings, simulator: ManagedProcess
+) -> None:
+    """A running batch whose generation tasks were lost: `jury resume` queues them (not judge
+    tasks for items without outputs), and the batch completes."""
+    mark = tag()
+    writer, judge = tagged("balanced", f"w{mark}"), tagged("balanced", f"j{mark}")
+    spec = {
+        "judges": [{"model": judge, "n": 1, "api_base": simulator.url}],
+        "dimensions": ["relevance"],
+        "candidates": [{"name": "bot", "model": writer, "api_base": simulator.url}],
+        "items": [{"id": "a", "input": "Who approves leave?"}, {"id": "b", "input": "Pay day?"}],
+    }
+    source = load_batch(write(tmp_path, spec))
+    batch_id = f"resume-{mark}"
+    sessions = session_factory(sqlite_workers.database_url)
+    create_batch(sessions, batch_id, source.config, "test", 2, 2)
+    add_items(sessions, batch_id, enumerate(source.items()))
+    start_batch(sessions, batch_id, n_items=2, n_cells=2)  # nothing was queued: all lost
+    shown = CliRunner().invoke(jury, ["resume", batch_id], env=sqlite_workers.to_env())
+    assert shown.exit_code == 0, shown.output
+    assert "re-enqueued 0 samples in 0 cells" in shown.output
+    assert "re-enqueued the generation of 2 items' outputs" in shown.output
+    wait_for(lambda: batch_status(sessions, batch_id).status.finished, 30, "the batch")
+    assert answered(simulator, writer) == 2
+    assert answered(simulator, judge) == 2
+    assert_exactly_once(sqlite_workers, batch_id)

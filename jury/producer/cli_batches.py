@@ -335,7 +335,10 @@ def resume(
     else:
         plan = resume_batch(sessions, app, batch_id, missing_only)
         click.echo(f"{batch_id}: re-enqueued {plan.n_samples} samples in {len(plan.cells)} cells")
-    if wait and (plan is None or plan.cells):
+        if plan.generations:
+            n_items = len({ref.item_id for ref in plan.generations})
+            click.echo(f"{batch_id}: re-enqueued the generation of {n_items} items' outputs")
+    if wait and (plan is None or plan.cells or plan.generations):
         console = make_console()
         sys.exit(
             follow_to_end(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from celery import Celery
 
@@ -10,8 +10,9 @@ from jury.producer.publishing import Publisher, cell_samples
 from jury.schemas.calls import task_refs
 from jury.schemas.settings import Settings
 from jury.schemas.status import BatchState
-from jury.schemas.tasks import CellRef, SampleRef, budget_cap_key
+from jury.schemas.tasks import CellRef, GenerationRef, SampleRef, budget_cap_key
 from jury.store.cells import reopen_cells
+from jury.store.generations import ungenerated_refs
 from jury.store.missing import missing_samples
 from jury.store.redis_client import BrokerRedis
 from jury.store.repository import (
@@ -37,6 +38,8 @@ def cancel_batch(sessions: Sessions, batch_id: str) -> BatchState:
 class ResumePlan:
     cells: dict[tuple[str, str], list[tuple[str, int]]]  # (item, dimension) -> samples to judge
     failed: dict[tuple[str, str], list[tuple[str, int]]]  # of those, the stored failures
+    # A batch with candidates: the generation tasks of items whose judging was never queued.
+    generations: list[GenerationRef] = field(default_factory=list)
 
     @property
     def n_samples(self) -> int:
@@ -46,14 +49,16 @@ class ResumePlan:
 def plan_resume(sessions: Sessions, batch_id: str, missing_only: bool) -> ResumePlan:
     """Samples with no stored result, and (unless `missing_only`) those stored as failures."""
     config = load_config(sessions, batch_id)
-    return ResumePlan(*missing_samples(sessions, batch_id, config, missing_only))
+    names = [c.name for c in config.candidates]
+    ungenerated = ungenerated_refs(sessions, batch_id, names) if names else []
+    return ResumePlan(*missing_samples(sessions, batch_id, config, missing_only), ungenerated)
 
 
 def resume_batch(sessions: Sessions, app: Celery, batch_id: str, missing_only: bool) -> ResumePlan:
     """Queue again what the batch lacks: judge tasks with no stored sample, and (unless
     `missing_only`) those stored as failures. Waits for room like a submission does."""
     plan = plan_resume(sessions, batch_id, missing_only)
-    if not plan.cells:
+    if not plan.cells and not plan.generations:
         return plan
     reopen_cells(sessions, batch_id, plan.failed)
     reopen_batch(sessions, batch_id)
@@ -70,6 +75,9 @@ def resume_batch(sessions: Sessions, app: Celery, batch_id: str, missing_only: b
         if wave:
             publisher.wait_for_room(len(wave))
             publisher.publish(task_refs(config, wave))
+        if plan.generations:
+            publisher.wait_for_room(len(plan.generations))
+            publisher.publish_generations(plan.generations)
     finally:
         publisher.close()
     return plan

@@ -19,7 +19,12 @@ from pydantic import (
 
 from jury.schemas.adaptive import Adaptive
 from jury.schemas.calibration import Calibration
-from jury.schemas.candidates import Candidate, candidates_problem, parse_candidate
+from jury.schemas.candidates import (
+    Candidate,
+    candidates_as_pair,
+    candidates_problem,
+    parse_candidate,
+)
 from jury.schemas.criteria import builtin_criterion, criterion_name_problem, rubric_on_scale
 from jury.schemas.heuristics import Heuristic, heuristic_judge_defaults
 from jury.schemas.identifiers import checked_identifier
@@ -334,19 +339,7 @@ class BatchConfig(_Strict):
     @model_validator(mode="before")
     @classmethod
     def _two_candidates_are_a_pair(cls, data: Any) -> Any:
-        # Two candidates are compared: the batch is pairwise, its sides named after them.
-        if not isinstance(data, dict) or not isinstance(data.get("candidates"), list):
-            return data
-        raw = data["candidates"]
-        if len(raw) != 2 or data.get("pairwise") is False:
-            return data
-        names = [c.get("name") if isinstance(c, dict) else getattr(c, "name", None) for c in raw]
-        pairwise = data.get("pairwise")
-        pairwise = {} if pairwise in (None, True) else pairwise
-        distinct = all(names) and len(set(names)) == 2  # else _check_candidates says why
-        if isinstance(pairwise, dict) and "names" not in pairwise and distinct:
-            pairwise = {**pairwise, "names": names}
-        return {**data, "pairwise": pairwise}
+        return candidates_as_pair(data)
 
     @model_validator(mode="before")
     @classmethod
@@ -405,16 +398,9 @@ class BatchConfig(_Strict):
         return self
 
     def _check_candidates(self) -> None:
-        if not self.candidates:
-            return
-        problem = candidates_problem([c.name for c in self.candidates])
+        problem = candidates_problem([c.name for c in self.candidates], self.pairwise is not None)
         if problem:
             raise ValueError(f"candidates: {problem}")
-        if len(self.candidates) == 1 and self.pairwise is not None:
-            raise ValueError(
-                "candidates: one candidate writes each item's one output, which a pairwise "
-                "batch does not judge; give two candidates, or remove `pairwise:`"
-            )
 
     def _check_adaptive(self) -> None:
         reserve = [j.name for j in self.panel if j.reserve]

@@ -101,8 +101,29 @@ def parse_candidate(data: Any) -> Any:
     raise ValueError("a candidate has a `model` (an LLM) or a `url` (an HTTP endpoint)")
 
 
-def candidates_problem(names: list[str]) -> str | None:
-    """What is wrong with the candidates' names, as a whole, if anything."""
+def candidates_as_pair(data: Any) -> Any:
+    """A raw batch whose two candidates are compared: pairwise, its sides named after them."""
+    if not isinstance(data, dict) or not isinstance(data.get("candidates"), list):
+        return data
+    raw = data["candidates"]
+    if len(raw) != 2 or data.get("pairwise") is False:
+        return data
+    names = [c.get("name") if isinstance(c, dict) else getattr(c, "name", None) for c in raw]
+    pairwise = data.get("pairwise")
+    pairwise = {} if pairwise in (None, True) else pairwise
+    distinct = all(names) and len(set(names)) == 2  # else candidates_problem says why
+    if isinstance(pairwise, dict) and "names" not in pairwise and distinct:
+        pairwise = {**pairwise, "names": names}
+    return {**data, "pairwise": pairwise}
+
+
+def candidates_problem(names: list[str], pairwise: bool) -> str | None:
+    """What is wrong with the candidates, as a whole, if anything."""
+    if len(names) == 1 and pairwise:
+        return (
+            "one candidate writes each item's one output, which a pairwise batch does not "
+            "judge; give two candidates, or remove `pairwise:`"
+        )
     if len(names) > MAX_CANDIDATES:
         return (
             f"{len(names)} candidates: a batch generates with one (its output) or two (a "

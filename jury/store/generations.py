@@ -16,6 +16,7 @@ from sqlalchemy import delete, select
 
 from jury.schemas.batch import Item
 from jury.schemas.errors import UnknownBatchError
+from jury.schemas.tasks import GenerationRef
 from jury.store.engine import write_transaction
 from jury.store.models import GeneratedItemRow, GenerationRow, ItemRow
 from jury.store.sql import Sessions, insert_ignoring_duplicates
@@ -129,3 +130,32 @@ def release_claim(sessions: Sessions, batch_id: str, item_id: str) -> None:
                 GeneratedItemRow.batch_id == batch_id, GeneratedItemRow.item_id == item_id
             )
         )
+
+
+def judged_item_ids(sessions: Sessions, batch_id: str) -> set[str]:
+    """The items whose candidates have all answered and whose judging was queued."""
+    with sessions() as session:
+        return set(
+            session.scalars(
+                select(GeneratedItemRow.item_id).where(GeneratedItemRow.batch_id == batch_id)
+            )
+        )
+
+
+def ungenerated_refs(
+    sessions: Sessions, batch_id: str, candidates: list[str]
+) -> list[GenerationRef]:
+    """The generation tasks of the items whose judging was never queued (a generation task
+    was lost, or failed): each of its candidates' (an answer stored already is not asked for
+    again; the last one claims the judging)."""
+    judged = judged_item_ids(sessions, batch_id)
+    with sessions() as session:
+        item_ids = session.scalars(
+            select(ItemRow.item_id).where(ItemRow.batch_id == batch_id).order_by(ItemRow.position)
+        ).all()
+    return [
+        GenerationRef(batch_id, item_id, name)
+        for item_id in item_ids
+        if item_id not in judged
+        for name in candidates
+    ]

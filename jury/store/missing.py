@@ -11,6 +11,7 @@ from jury.schemas.adaptive import first_round, samples_of
 from jury.schemas.batch import BatchConfig
 from jury.schemas.item_dimensions import item_dimension_names
 from jury.store.escalations import escalated_cells
+from jury.store.generations import judged_item_ids
 from jury.store.repository import iter_item_ids, iter_items
 from jury.store.samples import stored_sample_keys
 from jury.store.sql import Sessions
@@ -47,7 +48,20 @@ def _item_cells(
     sessions: Sessions, batch_id: str, config: BatchConfig
 ) -> Iterator[list[tuple[str, tuple[str, ...]]]]:
     """(item id, the dimensions it is judged on), a chunk at a time: the stored items are read
-    only when items chose their own criteria (schemas.item_dimensions)."""
+    only when items chose their own criteria (schemas.item_dimensions). In a batch with
+    candidates, an item counts once its outputs are written (before, it lacks a generation,
+    not samples: store.generations.ungenerated_refs)."""
+    if config.candidates:
+        judged = judged_item_ids(sessions, batch_id)
+        for chunk in _item_cells_of_all(sessions, batch_id, config):
+            yield [(item_id, dims) for item_id, dims in chunk if item_id in judged]
+        return
+    yield from _item_cells_of_all(sessions, batch_id, config)
+
+
+def _item_cells_of_all(
+    sessions: Sessions, batch_id: str, config: BatchConfig
+) -> Iterator[list[tuple[str, tuple[str, ...]]]]:
     if not config.per_item_dimensions:
         names = tuple(d.name for d in config.dimensions)
         for item_ids in iter_item_ids(sessions, batch_id):

@@ -2,6 +2,7 @@
 
 - judge tasks on their judge's lane: an adaptive cell's escalation, a lost task;
 - chord callbacks on the deployment's base queue;
+- generation tasks (a batch with candidates) on the base queue: a lost one, queued again;
 - a parked task (jury.worker.parking): written again with what it carries forward (how long it
   has waited, samples the store refused) and parked until it is due, or in its model's
   waiting line for an in-flight slot.
@@ -14,7 +15,7 @@ from typing import Any, Protocol
 from celery import Celery
 
 from jury.schemas.settings import Settings
-from jury.schemas.tasks import AGGREGATE_TASK, CellRef, SampleRef
+from jury.schemas.tasks import AGGREGATE_TASK, GENERATE_TASK, CellRef, GenerationRef, SampleRef
 from jury.store.redis_client import BrokerRedis
 from jury.store.wire import TaskMessageWriter, push_wave
 from jury.worker.parking import Parking
@@ -26,6 +27,9 @@ class TaskQueues(Protocol):
 
     def send_callbacks(self, cells: list[CellRef]) -> None:
         """Queue the chord callbacks of complete cells."""
+
+    def publish_generations(self, refs: list[GenerationRef]) -> None:
+        """Queue generation tasks, on the base queue."""
 
     def park(
         self,
@@ -47,6 +51,7 @@ class BrokerQueues:
         self.parking = Parking(broker)
         self.judges = TaskMessageWriter(app)
         self.callbacks = TaskMessageWriter(app, AGGREGATE_TASK)
+        self.generations = TaskMessageWriter(app, GENERATE_TASK)
 
     def publish(self, tasks: list[tuple[SampleRef, str]]) -> None:
         wave: dict[str, list[str]] = {}
@@ -57,6 +62,10 @@ class BrokerQueues:
     def send_callbacks(self, cells: list[CellRef]) -> None:
         queue = self.settings.queue
         push_wave(self.broker, {queue: [self.callbacks.message(cell, queue) for cell in cells]})
+
+    def publish_generations(self, refs: list[GenerationRef]) -> None:
+        queue = self.settings.queue
+        push_wave(self.broker, {queue: [self.generations.message(ref, queue) for ref in refs]})
 
     def park(
         self,

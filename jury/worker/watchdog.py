@@ -18,6 +18,7 @@ import logging
 from jury.schemas.calls import task_refs
 from jury.schemas.settings import Settings
 from jury.schemas.tasks import SampleRef
+from jury.store.generations import ungenerated_refs
 from jury.store.missing import missing_samples
 from jury.store.provider_batches import open_requests
 from jury.store.redis_client import BrokerRedis
@@ -85,4 +86,16 @@ def _requeue(runtime: WorkerRuntime, batch_id: str) -> int:
             len(tasks),
         )
         runtime.queue_tasks(config, tasks)
+    if config.candidates:
+        names = [c.name for c in config.candidates]
+        lost = ungenerated_refs(runtime.sessions, batch_id, names)
+        if lost:
+            log.warning(
+                "batch %s: nothing queued or running, yet %d items lack their outputs; "
+                "queuing their generation again",
+                batch_id,
+                len({ref.item_id for ref in lost}),
+            )
+            runtime.queues.publish_generations(lost)
+        return len(tasks) + len(lost)
     return len(tasks)

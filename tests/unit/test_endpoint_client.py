@@ -1,0 +1,103 @@
+"""An HTTP endpoint candidate's every failure becomes its answer, marked by kind; secrets in
+its URL and headers never reach the text stored."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from jury.schemas.candidates import HTTPCandidate
+from jury.worker.endpoint_client import ask_endpoint
+
+REPLIES = {
+    "/ok": (200, b'{"out": [{"text": "Ten days."}]}'),
+    "/html": (200, b"<html>not json</html>"),
+    "/empty": (200, b'{"out": []}'),
+    "/down": (503, b"maintenance"),
+}
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[tuple[str, list[dict[str, str]]]]:
+    seen: list[dict[str, str]] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            seen.append(dict(self.headers))
+            if self.path == "/slow":
+                time.sleep(1.0)
+            status, body = REPLIES.get(self.path, (200, b"{}"))
+            try:
+                self.send_response(status)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # the client gave up waiting (the timeout case)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}", seen
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def ask(url: str, **extra: object) -> tuple[str, str | None]:
+    candidate = HTTPCandidate.model_validate(
+        {"name": "bot", "url": url, "answer_path": "out[0].text", "timeout_s": 0.3, **extra}
+    )
+    answer = asyncio.run(ask_endpoint(candidate, "How many days?"))
+    return answer.text, answer.error_kind
+
+
+def test_failures_are_answers(server: tuple[str, list[dict[str, str]]]) -> None:
+    base, _ = server
+    assert ask(f"{base}/ok") == ("Ten days.", None)
+    text, kind = ask(f"{base}/down")
+    assert kind == "http_503" and text == "[ERROR http_503] HTTP 503: maintenance"
+    text, kind = ask(f"{base}/html")
+    assert kind == "bad_json" and "not JSON" in text
+    text, kind = ask(f"{base}/empty")
+    assert kind == "missing_answer" and "out.0" in text
+    text, kind = ask(f"{base}/slow")
+    assert kind == "timeout" and "timeout_s=0.3" in text
+    with socket.socket() as probe:  # a port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        closed = probe.getsockname()[1]
+    text, kind = ask(f"http://127.0.0.1:{closed}/x")
+    assert kind == "connection" and text.startswith("[ERROR connection]")
+
+
+def test_placeholders_are_expanded_at_the_call_and_kept_out_of_errors(
+    server: tuple[str, list[dict[str, str]]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    base, seen = server
+    monkeypatch.setenv("BOT_TOKEN", "s3cret-token-value")
+    monkeypatch.setenv("BOT_BASE", base)
+    text, kind = ask("${BOT_BASE}/ok", headers={"Authorization": "Bearer ${BOT_TOKEN}"})
+    assert (text, kind) == ("Ten days.", None)
+    assert seen[-1]["Authorization"] == "Bearer s3cret-token-value"
+    monkeypatch.delenv("BOT_BASE")
+    text, kind = ask("${BOT_BASE}/ok")
+    assert kind == "missing_env" and "BOT_BASE" in text
+    monkeypatch.setenv("BOT_HOST", "s3cret-host-value.invalid")
+    text, kind = ask("http://${BOT_HOST}/x")
+    assert kind == "connection" and "s3cret-host-value" not in text
+
+
+def test_the_body_is_the_template_with_the_input() -> None:
+    candidate = HTTPCandidate.model_validate({"name": "b", "url": "http://h", "body": None})
+    assert candidate.body is None
+    default = HTTPCandidate.model_validate({"name": "b", "url": "http://h"})
+    assert json.dumps(default.body) == '{"input": "{{input}}"}'
