@@ -143,7 +143,7 @@ def test_one_llm_candidate_writes_each_output_then_it_is_judged(
 
 def test_two_candidates_an_llm_and_an_http_endpoint_are_a_named_pair(
     tmp_path: Path,
-    sqlite_workers: Settings,
+    running_workers: Settings,
     simulator: ManagedProcess,
     endpoint: Endpoint,
 ) -> None:
@@ -165,8 +165,8 @@ def test_two_candidates_an_llm_and_an_http_endpoint_are_a_named_pair(
         ],
         "items": [{"id": k, "input": v} for k, v in QUESTIONS.items()],
     }
-    batch_id = run_batch(sqlite_workers, write(tmp_path, spec))
-    sessions = session_factory(sqlite_workers.database_url)
+    batch_id = run_batch(running_workers, write(tmp_path, spec))
+    sessions = session_factory(running_workers.database_url)
 
     # The endpoint got each input once, as one JSON string value, and the expanded header.
     assert sorted(body["messages"][0]["text"] for _, body in endpoint.requests) == sorted(
@@ -183,7 +183,7 @@ def test_two_candidates_an_llm_and_an_http_endpoint_are_a_named_pair(
 
     # Each item a pair: A the first candidate's answer, B the second's, named after them;
     # the error judged as B's answer like any other.
-    records = {r["item_id"]: r for r in results(sqlite_workers, batch_id)}
+    records = {r["item_id"]: r for r in results(running_workers, batch_id)}
     assert set(records) == set(QUESTIONS)
     for item_id, record in records.items():
         outcome = record["pairwise"]
@@ -192,7 +192,7 @@ def test_two_candidates_an_llm_and_an_http_endpoint_are_a_named_pair(
         assert item.output_a == answers[(item_id, "python-bot")].text
         assert item.output_b == answers[(item_id, "dotnet-bot")].text
     assert answered(simulator, judge) == len(QUESTIONS) * 2  # both orders, once each
-    assert_exactly_once(sqlite_workers, batch_id)
+    assert_exactly_once(running_workers, batch_id)
     # The stored config keeps the placeholder, never its value.
     stored = json.dumps(load_config(sessions, batch_id).model_dump(mode="json"))
     assert "${JURY_TEST_UNSET_TOKEN:-dev-token}" in stored
@@ -282,4 +282,50 @@ def test_resume_queues_the_generation_an_item_lacks(
     wait_for(lambda: batch_status(sessions, batch_id).status.finished, 30, "the batch")
     assert answered(simulator, writer) == 2
     assert answered(simulator, judge) == 2
+    assert_exactly_once(sqlite_workers, batch_id)
+
+
+def test_three_candidates_are_ranked_from_every_pair(
+    tmp_path: Path, sqlite_workers: Settings, simulator: ManagedProcess
+) -> None:
+    """ragdiff's list of runs, written by the batch: each input answered once by each of
+    three candidates, then every pair of answers judged (the N-outputs expansion), and the
+    candidates ranked per item and over the batch."""
+    mark = tag()
+    names = ["alpha", "beta", "gamma"]
+    personas = ("balanced", "strict", "lenient")
+    writers = {n: tagged(p, f"{n}{mark}") for n, p in zip(names, personas, strict=True)}
+    judge = tagged("balanced", f"j{mark}")
+    spec = {
+        "judges": [{"model": judge, "n": 1, "temperature": 0, "api_base": simulator.url}],
+        "dimensions": ["relevance"],
+        "pairwise": {"orders": "single"},
+        "candidates": [
+            {"name": n, "model": m, "api_base": simulator.url} for n, m in writers.items()
+        ],
+        "items": [{"id": "q1", "input": "Vacation days?"}, {"id": "q2", "input": "Remote work?"}],
+    }
+    batch_id = run_batch(sqlite_workers, write(tmp_path, spec))
+    sessions = session_factory(sqlite_workers.database_url)
+    for model in writers.values():
+        assert answered(simulator, model) == 2  # each input once, whatever the pairs
+    stored = {(item, g.candidate): g.text for item, g in generations(sessions, batch_id)}
+    assert set(stored) == {(q, n) for q in ("q1", "q2") for n in names}
+    shown = CliRunner().invoke(
+        jury, ["results", batch_id, "--format", "json"], env=sqlite_workers.to_env()
+    )
+    document = json.loads(shown.output)
+    records = {r["item_id"]: r for r in document["results"]}
+    pairs = [("alpha", "beta"), ("alpha", "gamma"), ("beta", "gamma")]
+    assert set(records) == {f"{q} [{a} vs {b}]" for q in ("q1", "q2") for a, b in pairs}
+    for q in ("q1", "q2"):
+        for a, b in pairs:
+            item = load_item(sessions, batch_id, f"{q} [{a} vs {b}]")
+            assert (item.output_a, item.output_b) == (stored[(q, a)], stored[(q, b)])
+            outcome = records[f"{q} [{a} vs {b}]"]["pairwise"]
+            assert (outcome["name_a"], outcome["name_b"]) == (a, b)
+    assert answered(simulator, judge) == 6  # 2 inputs x 3 pairs, one order
+    ranked = document["summary"]["outputs"]
+    assert {row["output"] for row in ranked["overall"]} == set(names)
+    assert set(ranked["items"]) == {"q1", "q2"}
     assert_exactly_once(sqlite_workers, batch_id)

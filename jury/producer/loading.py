@@ -29,6 +29,7 @@ from jury.producer.judge_config_file import merge_judge_config
 from jury.producer.model_catalog import model_problem
 from jury.producer.planning import budget_problems
 from jury.schemas.batch import BatchConfig, Item, Judge
+from jury.schemas.candidates import expand_for_candidates
 from jury.schemas.errors import BatchFileError, JuryError
 from jury.schemas.heuristics import heuristic_problems
 from jury.schemas.item_dimensions import ItemDimensions
@@ -125,6 +126,9 @@ def with_output_pairs(records: Iterable[Record], config: BatchConfig) -> Iterato
             continue
         try:
             expanded = expand_outputs(record.fields, config.pairwise is not None)
+            if config.candidates:  # more than two: a pair item per pair of candidates
+                names = [c.name for c in config.candidates]
+                expanded = [e for f in expanded for e in expand_for_candidates(f, names)]
         except ValueError as exc:
             yield Record(record.where, None, str(exc))
             continue

@@ -25,6 +25,7 @@ from jury.producer.publishing import Publisher, cell_samples
 from jury.schemas.adaptive import first_round
 from jury.schemas.batch import BatchConfig, Item
 from jury.schemas.calls import task_refs
+from jury.schemas.candidates import judged_item_ids, source_item_id
 from jury.schemas.errors import JuryError
 from jury.schemas.identifiers import batch_id_problem
 from jury.schemas.item_dimensions import item_dimension_names
@@ -130,6 +131,9 @@ def _publish_from(
         per_item = max(1, source.stats.cells // max(1, source.stats.count))
         per_item *= config.samples_per_cell
         items_per_wave = max(1, publisher.wave_size // per_item)
+        if config.candidates:  # the items judged on one input's answers go in one wave
+            group = len(judged_item_ids("", [c.name for c in config.candidates]))
+            items_per_wave = max(1, items_per_wave // group) * group
 
         def keep_going() -> bool:
             claim.extend(LOCK_TTL_S, replace_ttl=True)
@@ -172,9 +176,10 @@ def _judge_tasks(batch_id: str, config: BatchConfig, items: list[Item]) -> Itera
 def _generation_tasks(
     batch_id: str, config: BatchConfig, items: list[Item]
 ) -> Iterator[GenerationRef]:
-    for item in items:
-        for candidate in config.candidates:
-            yield GenerationRef(batch_id, item.id, candidate.name)
+    names = [c.name for c in config.candidates]
+    for source in dict.fromkeys(source_item_id(item.id, names) for item in items):
+        for name in names:
+            yield GenerationRef(batch_id, source, name)
 
 
 def _record_stop(sessions: Sessions, batch_id: str, position: int, exc: Exception) -> None:

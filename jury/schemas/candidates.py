@@ -15,14 +15,16 @@ from __future__ import annotations
 
 import json
 import re
+from itertools import combinations
 from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
+from jury.schemas.output_sets import pair_item_id, pair_of
 from jury.schemas.placeholders import has_placeholder, placeholder_problem
 from jury.schemas.strict import StrictModel
 
-MAX_CANDIDATES = 2
+MAX_CANDIDATES = 20  # as many as an item's `outputs` (schemas.output_sets)
 CANDIDATE_NAME = re.compile(r"[A-Za-z0-9_.-]{1,40}")
 INPUT_MARKER = "{{input}}"
 # An HTTP answer longer than this is cut: it is judged as text, not stored as a file.
@@ -106,8 +108,11 @@ def candidates_as_pair(data: Any) -> Any:
     if not isinstance(data, dict) or not isinstance(data.get("candidates"), list):
         return data
     raw = data["candidates"]
-    if len(raw) != 2 or data.get("pairwise") is False:
+    if len(raw) < 2 or data.get("pairwise") is False:
         return data
+    if len(raw) > 2:  # every pair of them, each item's pair items named after them
+        pairwise = data.get("pairwise")
+        return {**data, "pairwise": {} if pairwise in (None, True) else pairwise}
     names = [c.get("name") if isinstance(c, dict) else getattr(c, "name", None) for c in raw]
     pairwise = data.get("pairwise")
     pairwise = {} if pairwise in (None, True) else pairwise
@@ -125,10 +130,7 @@ def candidates_problem(names: list[str], pairwise: bool) -> str | None:
             "judge; give two candidates, or remove `pairwise:`"
         )
     if len(names) > MAX_CANDIDATES:
-        return (
-            f"{len(names)} candidates: a batch generates with one (its output) or two (a "
-            "pairwise pair) for now"
-        )
+        return f"{len(names)} candidates: at most {MAX_CANDIDATES}"
     bad = [n for n in names if not CANDIDATE_NAME.fullmatch(n)]
     if bad:
         return f"candidate names {bad} may hold only ASCII letters, digits and _.- (at most 40)"
@@ -136,6 +138,39 @@ def candidates_problem(names: list[str], pairwise: bool) -> str | None:
     if dupes:
         return f"candidate names must be unique, {dupes} appear twice"
     return None
+
+
+def expand_for_candidates(fields: dict[str, Any], names: list[str]) -> list[dict[str, Any]]:
+    """A raw item as the items its candidates' answers are judged in: itself for one or two
+    candidates, else one pair item per pair of candidates (`q1 [a vs b]`, as an item's
+    `outputs` is expanded), their outputs written once the candidates have answered."""
+    if len(names) <= 2:
+        return [fields]
+    item_id = str(fields.get("id", ""))
+    return [{**fields, "id": pair_item_id(item_id, a, b)} for a, b in combinations(names, 2)]
+
+
+def judged_item_ids(source_item: str, names: list[str]) -> list[str]:
+    """The ids of the items judged on one input's answers (see expand_for_candidates)."""
+    if len(names) <= 2:
+        return [source_item]
+    return [pair_item_id(source_item, a, b) for a, b in combinations(names, 2)]
+
+
+def source_item_id(item_id: str, names: list[str]) -> str:
+    """The input item a judged item stands for: itself, or a pair item's item."""
+    pair = pair_of(item_id) if len(names) > 2 else None
+    return pair.item if pair else item_id
+
+
+def outputs_of(item_id: str, names: list[str], texts: dict[str, str]) -> dict[str, str]:
+    """The output fields of a judged item, from its candidates' answers by name: `output`
+    for one candidate; A the first and B the second of two; a pair item's own two sides."""
+    if len(names) == 1:
+        return {"output": texts[names[0]]}
+    pair = pair_of(item_id) if len(names) > 2 else None
+    a, b = (pair.a, pair.b) if pair else (names[0], names[1])
+    return {"output_a": texts[a], "output_b": texts[b]}
 
 
 def fill_body(template: Any, text: str) -> Any:

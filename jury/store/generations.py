@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass
 from sqlalchemy import delete, select
 
 from jury.schemas.batch import Item
+from jury.schemas.candidates import judged_item_ids, outputs_of, source_item_id
 from jury.schemas.errors import UnknownBatchError
 from jury.schemas.tasks import GenerationRef
 from jury.store.engine import write_transaction
@@ -35,8 +36,12 @@ class Generation:
     cost_usd: float = 0.0
 
 
-def item_input(sessions: Sessions, batch_id: str, item_id: str) -> str | None:
-    """The stored item's `input`, read from its payload (the item has no output yet)."""
+def item_input(
+    sessions: Sessions, batch_id: str, source_item: str, candidates: list[str]
+) -> str | None:
+    """The input item's `input`, read from the payload of the (first) item judged on its
+    answers (which has no output yet)."""
+    item_id = judged_item_ids(source_item, candidates)[0]
     with sessions() as session:
         row = session.get(ItemRow, (batch_id, item_id))
         if row is None:
@@ -85,40 +90,40 @@ def generations(sessions: Sessions, batch_id: str) -> list[tuple[str, Generation
 def record_generation(
     sessions: Sessions,
     batch_id: str,
-    item_id: str,
+    source_item: str,
     generation: Generation | None,
     candidates: list[str],
-) -> Item | None:
-    """Store `generation` (None: stored by an earlier delivery); then, if every candidate of
-    the item has answered and this caller is the first to claim the item, write the answers
-    into it (`output`, or `output_a` and `output_b` in the candidates' order) and return the
-    item, whose judge tasks the caller queues. Otherwise None."""
+) -> list[Item]:
+    """Store `generation` (None: stored by an earlier delivery) for the input item
+    `source_item`; then, if every candidate has answered it and this caller is the first to
+    claim it, write the answers into the items judged on them (schemas.candidates.outputs_of)
+    and return those items, whose judge tasks the caller queues. Otherwise, nothing."""
+    item_ids = judged_item_ids(source_item, candidates)
     with write_transaction(sessions) as session:
-        row = session.get(ItemRow, (batch_id, item_id), with_for_update=True)
-        if row is None:
-            raise UnknownBatchError(f"no item {item_id!r} in batch {batch_id!r}")
+        rows = [session.get(ItemRow, (batch_id, i), with_for_update=True) for i in item_ids]
+        found = [row for row in rows if row is not None]
+        if len(found) < len(rows):
+            raise UnknownBatchError(f"no item {source_item!r} in batch {batch_id!r}")
         if generation is not None:
-            values = {"batch_id": batch_id, "item_id": item_id, **asdict(generation)}
+            values = {"batch_id": batch_id, "item_id": source_item, **asdict(generation)}
             insert_ignoring_duplicates(session, GenerationRow, [values])
-        texts = dict(
+        texts: dict[str, str] = dict(
             session.execute(
                 select(GenerationRow.candidate, GenerationRow.text).where(
-                    GenerationRow.batch_id == batch_id, GenerationRow.item_id == item_id
+                    GenerationRow.batch_id == batch_id, GenerationRow.item_id == source_item
                 )
             ).all()
         )
         if any(name not in texts for name in candidates):
-            return None
-        claim = {"batch_id": batch_id, "item_id": item_id}
+            return []
+        claim = {"batch_id": batch_id, "item_id": source_item}
         if not insert_ignoring_duplicates(session, GeneratedItemRow, [claim]):
-            return None  # claimed (and queued) by another delivery
-        payload = dict(row.payload)
-        if len(candidates) == 1:
-            payload["output"] = texts[candidates[0]]
-        else:
-            payload["output_a"], payload["output_b"] = (texts[name] for name in candidates)
-        row.payload = payload
-        return Item.model_validate(payload)
+            return []  # claimed (and queued) by another delivery
+        items = []
+        for row in found:
+            row.payload = {**row.payload, **outputs_of(row.item_id, candidates, texts)}
+            items.append(Item.model_validate(row.payload))
+        return items
 
 
 def release_claim(sessions: Sessions, batch_id: str, item_id: str) -> None:
@@ -132,8 +137,8 @@ def release_claim(sessions: Sessions, batch_id: str, item_id: str) -> None:
         )
 
 
-def judged_item_ids(sessions: Sessions, batch_id: str) -> set[str]:
-    """The items whose candidates have all answered and whose judging was queued."""
+def generated_item_ids(sessions: Sessions, batch_id: str) -> set[str]:
+    """The input items whose candidates have all answered and whose judging was queued."""
     with sessions() as session:
         return set(
             session.scalars(
@@ -148,14 +153,15 @@ def ungenerated_refs(
     """The generation tasks of the items whose judging was never queued (a generation task
     was lost, or failed): each of its candidates' (an answer stored already is not asked for
     again; the last one claims the judging)."""
-    judged = judged_item_ids(sessions, batch_id)
+    judged = generated_item_ids(sessions, batch_id)
     with sessions() as session:
         item_ids = session.scalars(
             select(ItemRow.item_id).where(ItemRow.batch_id == batch_id).order_by(ItemRow.position)
         ).all()
+    sources = dict.fromkeys(source_item_id(item_id, candidates) for item_id in item_ids)
     return [
-        GenerationRef(batch_id, item_id, name)
-        for item_id in item_ids
-        if item_id not in judged
+        GenerationRef(batch_id, source, name)
+        for source in sources
+        if source not in judged
         for name in candidates
     ]

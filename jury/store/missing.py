@@ -9,9 +9,10 @@ from collections.abc import Iterator
 
 from jury.schemas.adaptive import first_round, samples_of
 from jury.schemas.batch import BatchConfig
+from jury.schemas.candidates import source_item_id
 from jury.schemas.item_dimensions import item_dimension_names
 from jury.store.escalations import escalated_cells
-from jury.store.generations import judged_item_ids
+from jury.store.generations import generated_item_ids
 from jury.store.repository import iter_item_ids, iter_items
 from jury.store.samples import stored_sample_keys
 from jury.store.sql import Sessions
@@ -52,9 +53,10 @@ def _item_cells(
     candidates, an item counts once its outputs are written (before, it lacks a generation,
     not samples: store.generations.ungenerated_refs)."""
     if config.candidates:
-        judged = judged_item_ids(sessions, batch_id)
+        names = [c.name for c in config.candidates]
+        generated = generated_item_ids(sessions, batch_id)
         for chunk in _item_cells_of_all(sessions, batch_id, config):
-            yield [(item_id, dims) for item_id, dims in chunk if item_id in judged]
+            yield [(i, dims) for i, dims in chunk if source_item_id(i, names) in generated]
         return
     yield from _item_cells_of_all(sessions, batch_id, config)
 

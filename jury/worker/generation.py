@@ -9,8 +9,9 @@ The task runs, for (item, candidate):
    transient errors, or an HTTP endpoint (jury.worker.endpoint_client). A failure is stored
    as the answer text, marked with its kind, and judged: the LLM judge evaluator's behaviour;
 3. one store write (jury.store.generations): the answer under its unique key, and when it is
-   the item's last, the item's outputs and the claim on its judging;
-4. for the claimer only: the item's judge tasks, queued as submission would have queued them.
+   the item's last, the outputs of the items judged on its answers (the item itself, or with
+   more than two candidates its pair items) and the claim on their judging;
+4. for the claimer only: their judge tasks, queued as submission would have queued them.
 """
 
 from __future__ import annotations
@@ -86,23 +87,26 @@ async def generate_task(runtime: WorkerRuntime, ref: GenerationRef) -> str:
         return f"skipped: batch {runtime.state(ref.batch_id).value}"
     config = runtime.config(ref.batch_id)
     candidate = next(c for c in config.candidates if c.name == ref.candidate)
+    names = [c.name for c in config.candidates]
     generation: Generation | None = None
     stored = await runtime.in_store(is_generated, runtime.sessions, *ref)
     if not stored:
-        text = await runtime.in_store(item_input, runtime.sessions, ref.batch_id, ref.item_id)
+        text = await runtime.in_store(
+            item_input, runtime.sessions, ref.batch_id, ref.item_id, names
+        )
         generation = await answer(runtime, candidate, text or "")
         if generation.cost_usd:
             runtime.budget.spend(ref.batch_id, generation.cost_usd)
-    names = [c.name for c in config.candidates]
-    item = await runtime.in_store(
+    items = await runtime.in_store(
         record_generation, runtime.sessions, ref.batch_id, ref.item_id, generation, names
     )
     done = "stored earlier" if stored else (generation.error_kind if generation else None)
     outcome = f"generated ({done})" if done else "generated"
-    if item is None:
+    if not items:
         return outcome
+    refs = [r for item in items for r in item_judge_refs(ref.batch_id, config, item)]
     try:
-        runtime.queue_tasks(config, list(item_judge_refs(ref.batch_id, config, item)))
+        runtime.queue_tasks(config, refs)
     except Exception:
         await runtime.in_store(release_claim, runtime.sessions, ref.batch_id, ref.item_id)
         raise

@@ -15,8 +15,12 @@ from jury.schemas.candidates import (
     LLMCandidate,
     answer_at,
     error_answer,
+    expand_for_candidates,
     fill_body,
+    judged_item_ids,
+    outputs_of,
     parse_answer_path,
+    source_item_id,
 )
 
 BASE = {"judges": ["openai/gpt-4o-mini"], "dimensions": ["relevance"]}
@@ -53,7 +57,7 @@ def test_one_candidate_is_not_pairwise_and_bad_sections_are_refused() -> None:
         ([{"name": "x", "url": "http://h", "answer_path": "a..b"}], {}, "answer_path"),
         ([{"name": "x", "url": "http://h", "headers": {"A": "${1X}"}}], {}, "placeholder"),
         ([{"name": "x"}], {}, "`model`"),
-        ([{"name": f"c{i}", "model": "openai/x"} for i in range(3)], {}, "3 candidates"),
+        ([{"name": f"c{i}", "model": "openai/x"} for i in range(21)], {}, "21 candidates"),
     ]
     for candidates, extra, message in bad:
         with pytest.raises(ValidationError, match=re.escape(message)):
@@ -111,3 +115,24 @@ def test_answer_paths() -> None:
 
 def test_an_error_answer_names_its_kind() -> None:
     assert error_answer("http_500", "HTTP 500: down") == "[ERROR http_500] HTTP 500: down"
+
+
+def test_more_than_two_candidates_are_compared_pair_by_pair() -> None:
+    config = BatchConfig.model_validate(
+        {**BASE, "candidates": [{"name": n, "model": "openai/x"} for n in ("a", "b", "c")]}
+    )
+    assert config.pairwise is not None and config.pairwise.names is None
+    names = ["a", "b", "c"]
+    pairs = ["q1 [a vs b]", "q1 [a vs c]", "q1 [b vs c]"]
+    expanded = expand_for_candidates({"id": "q1", "input": "Hi?"}, names)
+    assert [f["id"] for f in expanded] == pairs and all(f["input"] == "Hi?" for f in expanded)
+    assert judged_item_ids("q1", names) == pairs
+    assert [source_item_id(i, names) for i in pairs] == ["q1"] * 3
+    texts = {"a": "A!", "b": "B!", "c": "C!"}
+    assert outputs_of("q1 [a vs c]", names, texts) == {"output_a": "A!", "output_b": "C!"}
+    # One or two candidates: the item itself, its output or its pair.
+    assert expand_for_candidates({"id": "q1 [x vs y]"}, ["a", "b"]) == [{"id": "q1 [x vs y]"}]
+    assert judged_item_ids("q1", ["a"]) == ["q1"]
+    assert source_item_id("q1 [a vs b]", ["a", "b"]) == "q1 [a vs b]"
+    assert outputs_of("q1", ["a"], texts) == {"output": "A!"}
+    assert outputs_of("q1", ["b", "a"], texts) == {"output_a": "B!", "output_b": "A!"}
