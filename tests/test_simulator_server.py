@@ -217,6 +217,20 @@ def test_prompt_without_criterion_answers_400(server: str) -> None:
     assert reply.status == 400 and "Criterion" in reply.body["error"]["message"]
 
 
+def test_a_prompt_that_is_not_a_judges_gets_a_written_answer(server: str) -> None:
+    """A model under test (a batch's LLM candidate): free text, the same for the same prompt,
+    different from another persona's."""
+    messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Pay day?"}]
+    first = request(f"{server}/v1/chat/completions", {"model": "balanced", "messages": messages})
+    again = request(f"{server}/v1/chat/completions", {"model": "balanced", "messages": messages})
+    other = request(f"{server}/v1/chat/completions", {"model": "strict", "messages": messages})
+    text = first.body["choices"][0]["message"]["content"]
+    assert first.status == 200 and "Pay day?" in text and text.startswith("(balanced)")
+    assert again.body["choices"][0]["message"]["content"] == text
+    assert other.body["choices"][0]["message"]["content"] != text
+    assert first.body["usage"]["completion_tokens"] > 0
+
+
 def test_stats_count_answers_per_model_and_reset(server: str) -> None:
     judge(server, "lenient@stats")
     judge(server, "lenient@stats")
