@@ -124,6 +124,8 @@ def candidates_as_pair(data: Any) -> Any:
 
 def candidates_problem(names: list[str], pairwise: bool) -> str | None:
     """What is wrong with the candidates, as a whole, if anything."""
+    if len(names) >= 2 and not pairwise:
+        return "two or more candidates are compared, in a pairwise batch: remove `pairwise: false`"
     if len(names) == 1 and pairwise:
         return (
             "one candidate writes each item's one output, which a pairwise batch does not "

@@ -53,6 +53,11 @@ def test_one_candidate_is_not_pairwise_and_bad_sections_are_refused() -> None:
         ([{"name": "m", "model": "openai/x"}], {"pairwise": True}, "one candidate"),
         ([{"name": "m", "model": "openai/x"}, {"name": "m", "model": "openai/y"}], {}, "twice"),
         ([{"name": "a b", "model": "openai/x"}], {}, "may hold only"),
+        (
+            [{"name": "a", "model": "openai/x"}, {"name": "b", "url": "http://h"}],
+            {"pairwise": False},
+            "pairwise: false",
+        ),
         ([{"name": "x", "url": "ftp://host"}], {}, "http(s) URL"),
         ([{"name": "x", "url": "http://h", "answer_path": "a..b"}], {}, "answer_path"),
         ([{"name": "x", "url": "http://h", "headers": {"A": "${1X}"}}], {}, "placeholder"),
