@@ -13,7 +13,7 @@ import contextlib
 import os
 import secrets
 import socket
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from itertools import islice
 
@@ -25,7 +25,7 @@ from jury.producer.publishing import Publisher, cell_samples
 from jury.schemas.adaptive import first_round
 from jury.schemas.batch import BatchConfig, Item
 from jury.schemas.calls import task_refs
-from jury.schemas.candidates import judged_item_ids, source_item_id
+from jury.schemas.candidates import source_item_id
 from jury.schemas.errors import JuryError
 from jury.schemas.identifiers import batch_id_problem
 from jury.schemas.item_dimensions import item_dimension_names
@@ -131,15 +131,18 @@ def _publish_from(
         per_item = max(1, source.stats.cells // max(1, source.stats.count))
         per_item *= config.samples_per_cell
         items_per_wave = max(1, publisher.wave_size // per_item)
-        if config.candidates:  # the items judged on one input's answers go in one wave
-            group = len(judged_item_ids("", [c.name for c in config.candidates]))
-            items_per_wave = max(1, items_per_wave // group) * group
 
         def keep_going() -> bool:
             claim.extend(LOCK_TTL_S, replace_ttl=True)
             return batch_state(sessions, batch_id) == BatchState.SUBMITTING
 
-        for chunk in _chunks(islice(source.items(), start, None), items_per_wave):
+        names = [c.name for c in config.candidates]
+
+        # The items judged on one input's answers go in one wave: its generation writes them.
+        def wave_key(item: Item) -> str:
+            return source_item_id(item.id, names) if names else item.id
+
+        for chunk in _chunks(islice(source.items(), start, None), items_per_wave, wave_key):
             if not publisher.wait_for_room(len(chunk) * per_item, keep_going) or not keep_going():
                 state = batch_state(sessions, batch_id)
                 raise JuryError(f"batch {batch_id} was {state.value} during its submission")
@@ -197,8 +200,15 @@ def _record_stop(sessions: Sessions, batch_id: str, position: int, exc: Exceptio
         pass  # the store is what failed; the original error says so
 
 
-def _chunks(items: Iterator[Item], size: int) -> Iterator[list[Item]]:
-    while chunk := list(islice(items, size)):
+def _chunks(items: Iterator[Item], size: int, key: Callable[[Item], str]) -> Iterator[list[Item]]:
+    """Waves of about `size` items; items of one `key` are never split between two."""
+    chunk: list[Item] = []
+    for item in items:
+        if len(chunk) >= size and key(item) != key(chunk[-1]):
+            yield chunk
+            chunk = []
+        chunk.append(item)
+    if chunk:
         yield chunk
 
 

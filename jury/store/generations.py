@@ -41,13 +41,13 @@ def item_input(
 ) -> str | None:
     """The input item's `input`, read from the payload of the (first) item judged on its
     answers (which has no output yet)."""
-    item_id = judged_item_ids(source_item, candidates)[0]
     with sessions() as session:
-        row = session.get(ItemRow, (batch_id, item_id))
-        if row is None:
-            raise UnknownBatchError(f"no item {item_id!r} in batch {batch_id!r}")
-        value = row.payload.get("input")
-        return value if isinstance(value, str) else None
+        for item_id in judged_item_ids(source_item, candidates):
+            row = session.get(ItemRow, (batch_id, item_id))
+            if row is not None:  # --limit or --sample may have left some pair items out
+                value = row.payload.get("input")
+                return value if isinstance(value, str) else None
+        raise UnknownBatchError(f"no item {source_item!r} in batch {batch_id!r}")
 
 
 def is_generated(sessions: Sessions, batch_id: str, item_id: str, candidate: str) -> bool:
@@ -101,8 +101,9 @@ def record_generation(
     item_ids = judged_item_ids(source_item, candidates)
     with write_transaction(sessions) as session:
         rows = [session.get(ItemRow, (batch_id, i), with_for_update=True) for i in item_ids]
+        # Those submitted: --limit or --sample may have left some of an input's pairs out.
         found = [row for row in rows if row is not None]
-        if len(found) < len(rows):
+        if not found:
             raise UnknownBatchError(f"no item {source_item!r} in batch {batch_id!r}")
         if generation is not None:
             values = {"batch_id": batch_id, "item_id": source_item, **asdict(generation)}

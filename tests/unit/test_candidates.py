@@ -141,3 +141,20 @@ def test_more_than_two_candidates_are_compared_pair_by_pair() -> None:
     assert source_item_id("q1 [a vs b]", ["a", "b"]) == "q1 [a vs b]"
     assert outputs_of("q1", ["a"], texts) == {"output": "A!"}
     assert outputs_of("q1", ["b", "a"], texts) == {"output_a": "B!", "output_b": "A!"}
+
+
+def test_waves_never_split_the_pair_items_of_one_input() -> None:
+    from jury.producer.submission import _chunks
+
+    names = ["a", "b", "c"]
+    context = {"pairwise": True, "generated": True}
+    items = [
+        Item.model_validate(fields, context=context)
+        for q in ("q1", "q2", "q3")
+        for fields in expand_for_candidates({"id": q, "input": "?"}, names)
+    ]
+    waves = list(_chunks(iter(items), 2, lambda item: source_item_id(item.id, names)))
+    assert [len(w) for w in waves] == [3, 3, 3]
+    assert all(len({source_item_id(i.id, names) for i in wave}) == 1 for wave in waves)
+    plain = list(_chunks(iter(items), 2, lambda item: item.id))  # no candidates: by size
+    assert [len(w) for w in plain] == [2, 2, 2, 2, 1]
