@@ -29,14 +29,14 @@ from jury.producer.judge_config_file import merge_judge_config
 from jury.producer.model_catalog import model_problem
 from jury.producer.planning import budget_problems
 from jury.schemas.batch import BatchConfig, Item, Judge
-from jury.schemas.candidates import expand_for_candidates
+from jury.schemas.candidates import LLMCandidate, expand_for_candidates
 from jury.schemas.errors import BatchFileError, JuryError
 from jury.schemas.heuristics import heuristic_problems
 from jury.schemas.item_dimensions import ItemDimensions
 from jury.schemas.labels import label_problems
 from jury.schemas.limits import InputLimits
 from jury.schemas.output_sets import expand_outputs
-from jury.schemas.placeholders import PlaceholderError, expand_fields, redact
+from jury.schemas.placeholders import PlaceholderError, expand_fields, has_placeholder, redact
 
 MAX_PROBLEMS = 50
 _ITEM_TEXT_FIELDS = (
@@ -231,6 +231,13 @@ def _judge_problems(config: BatchConfig) -> list[str]:
         problem = judge.enabled and model_problem(expanded.model)
         if problem:
             problems.append(f"{where}.model: {redact(problem, secrets)}")
+    for index, candidate in enumerate(config.candidates):
+        # An LLM candidate's model is routed as a judge's is: a typo is caught here, before
+        # every item's answer is an error.
+        if isinstance(candidate, LLMCandidate) and not has_placeholder(candidate.model):
+            problem = model_problem(candidate.model)
+            if problem:
+                problems.append(f"candidates[{index}].model: {problem}")
     return problems
 
 

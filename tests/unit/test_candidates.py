@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
 
+from jury.producer.loading import load_batch
 from jury.schemas.batch import BatchConfig, Item
 from jury.schemas.candidates import (
     AnswerNotFound,
@@ -22,6 +24,7 @@ from jury.schemas.candidates import (
     parse_answer_path,
     source_item_id,
 )
+from jury.schemas.errors import BatchFileError
 
 BASE = {"judges": ["openai/gpt-4o-mini"], "dimensions": ["relevance"]}
 
@@ -158,3 +161,17 @@ def test_waves_never_split_the_pair_items_of_one_input() -> None:
     assert all(len({source_item_id(i.id, names) for i in wave}) == 1 for wave in waves)
     plain = list(_chunks(iter(items), 2, lambda item: item.id))  # no candidates: by size
     assert [len(w) for w in plain] == [2, 2, 2, 2, 1]
+
+
+def test_an_llm_candidate_litellm_cannot_route_is_refused_at_loading(tmp_path: Path) -> None:
+    batch = tmp_path / "batch.yaml"
+    batch.write_text(
+        "judges: [openai/gpt-4o-mini]\ndimensions: [relevance]\n"
+        "candidates: [{name: bot, model: nosuch/model}]\nitems: [{id: q1, input: Hi?}]\n"
+    )
+    with pytest.raises(BatchFileError, match=re.escape("candidates[0].model")):
+        load_batch(batch)
+    batch.write_text(batch.read_text().replace("nosuch/model", "openai/gpt-4o-mini"))
+    source = load_batch(batch)
+    assert [item.input for item in source.items()] == ["Hi?"]
+    assert [item.output for item in source.items()] == [None]
