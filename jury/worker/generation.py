@@ -2,8 +2,9 @@
 
 The task runs, for (item, candidate):
 
-1. the batch's state (a cancelled batch skips it) and the stored answer: an answer stored by
-   an earlier delivery is not asked for again;
+1. the batch's state and budget (a cancelled batch, or one out of budget, skips it: `jury
+   resume` queues it again) and the stored answer: an answer stored by an earlier delivery
+   is not asked for again;
 2. the candidate's answer: an LLM through the same rate limiter and call as a judge
    (jury.worker.gating, llm_client; free text, not JSON mode), with jury's retry policy for
    transient errors, or an HTTP endpoint (jury.worker.endpoint_client). A failure is stored
@@ -86,6 +87,9 @@ async def generate_task(runtime: WorkerRuntime, ref: GenerationRef) -> str:
     if runtime.state(ref.batch_id).skips_work:
         return f"skipped: batch {runtime.state(ref.batch_id).value}"
     config = runtime.config(ref.batch_id)
+    out_of_budget = await runtime.in_store(runtime.out_of_budget, ref.batch_id, config)
+    if out_of_budget:  # `jury resume --max-cost-usd` queues the generation again
+        return f"skipped: {out_of_budget}"
     candidate = next(c for c in config.candidates if c.name == ref.candidate)
     names = [c.name for c in config.candidates]
     generation: Generation | None = None
