@@ -20,16 +20,18 @@ from celery import Celery
 
 from jury.schemas.errors import ConfigurationError
 from jury.schemas.settings import Settings
-from jury.schemas.tasks import AGGREGATE_TASK, JUDGE_TASK
+from jury.schemas.tasks import AGGREGATE_TASK, GENERATE_TASK, JUDGE_TASK
 
 DEFAULT_PORT = 5555
 # Loopback unless told otherwise: Flower can revoke tasks and shows every batch's task list.
 DEFAULT_ADDRESS = "127.0.0.1"
 TASK_COLUMNS = "name,uuid,state,args,result,received,runtime,worker"
-# The references each task carries: a judge task's sample, a chord callback's cell.
+# The references each task carries: a judge task's sample, a chord callback's cell, a
+# generation's (item, candidate).
 ARG_LABELS = {
     JUDGE_TASK: ("batch", "item", "dimension", "judge", "sample"),
     AGGREGATE_TASK: ("batch", "item", "dimension"),
+    GENERATE_TASK: ("batch", "item", "candidate"),
 }
 
 
