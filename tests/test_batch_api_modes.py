@@ -8,6 +8,7 @@ live call, since it answers lines through its own chat completions endpoint)."""
 
 from __future__ import annotations
 
+import json
 import secrets
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -29,7 +30,13 @@ from jury.store.provider_batches import provider_batches
 from jury.store.repository import batch_status
 from jury.store.samples import list_samples
 from tests.conftest import launch_workers, settings_for, stop_workers
-from tests.test_batch_api import FAST, batch_simulator, sample_keys, submitted_lines
+from tests.test_batch_api import (
+    FAST,
+    _sim_batches,
+    batch_simulator,
+    sample_keys,
+    submitted_lines,
+)
 from tests.test_pipeline import ITEMS, run_batch, write_batch
 
 pytestmark = pytest.mark.integration
@@ -52,6 +59,15 @@ class Stack:
     def lines(self) -> int:
         """Request lines of every provider batch the simulator received."""
         return sum(submitted_lines(self.folder).values())
+
+    def bodies(self, batch_id: str) -> list[dict[str, Any]]:
+        """The request bodies of a jury batch's lines, as the simulator received them."""
+        found = []
+        for batch in _sim_batches(self.folder):
+            content = (self.folder / "files" / batch["input_file_id"]).read_text()
+            lines = [json.loads(line) for line in content.splitlines() if line]
+            found += [line["body"] for line in lines if line["custom_id"].startswith(batch_id)]
+        return found
 
 
 @pytest.fixture(scope="module")
@@ -208,3 +224,24 @@ def test_adaptive_batch_escalates_through_provider_batches(stack: Stack, tmp_pat
         "escalated_cells": escalated,
         "cells": CELLS,
     }
+
+
+def test_combined_batch_judge_lines_are_the_live_calls_and_rerun_from_the_cache(
+    stack: Stack, tmp_path: Path
+) -> None:
+    """`mode: combined` with a batch judge: each line asks what the live call would (room for
+    both dimensions' answers, JSON mode), and a re-run takes every answer from the cache."""
+    settings = stack.settings
+    persona = f"noisy@m{secrets.token_hex(3)}"
+    judges = [{"model": f"openai/{persona}", "n": 2, "batch_api": True, "max_tokens": 300}]
+    batch = write_batch(tmp_path, stack.simulator, judges, mode="combined")
+    first = run_batch(settings, batch, timeout=30)
+    bodies = stack.bodies(first)
+    assert len(bodies) == len(ITEMS) * 2  # one call per (item, sample) scores both dimensions
+    assert {b["max_tokens"] for b in bodies} == {600}
+    assert all(b["response_format"] == {"type": "json_object"} for b in bodies)
+    lines = stack.lines()
+    second = run_batch(settings, batch, timeout=30)
+    assert stack.lines() == lines and stack.answered(persona) == len(ITEMS) * 2
+    assert _records(settings, second) == _records(settings, first)
+    assert _judged(settings, second, f"openai/{persona}") == [(True, 0.0)] * CELLS * 2
