@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from typing import Any
 
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session

@@ -207,6 +207,15 @@ def _sample_of(
     return CellSample(dimension=dimension, result=result)
 
 
+def asking_judge(judge: Judge, parts: int) -> Judge:
+    """The judge as one call of `parts` dimensions asks it, live or in a provider batch's
+    line: `max_tokens` is what one dimension's answer may take, so a combined answer may take
+    them all."""
+    if parts <= 1:
+        return judge
+    return judge.model_copy(update={"max_tokens": min(MAX_ANSWER_TOKENS, judge.max_tokens * parts)})
+
+
 def task_messages(
     item: Item,
     dimensions: Sequence[Dimension],
@@ -232,12 +241,7 @@ async def judge_call(
     called yet)."""
     tally = CallTally()
     parts = len(dimensions)
-    # `max_tokens` is what one dimension's answer may take: a combined answer holds them all.
-    asking = judge
-    if parts > 1:
-        asking = judge.model_copy(
-            update={"max_tokens": min(MAX_ANSWER_TOKENS, judge.max_tokens * parts)}
-        )
+    asking = asking_judge(judge, parts)
     paired = tuple(orders) != (None,)
     try:
         answers = [
