@@ -262,6 +262,7 @@ def results(batch_id: str, fmt: str, output: Path | None, samples: bool) -> None
                 labelled=config.has_labels,
                 calibrated=config.resolved_calibration is not None,
                 methods=config.aggregation.reported_methods,
+                pass_vote=config.pass_vote,
             )
     finally:
         if output:

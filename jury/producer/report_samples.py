@@ -32,6 +32,7 @@ SAMPLE_COLUMNS = [
     "completion_tokens",
     "cost_usd",
     "cached",
+    "vote",  # with `pass_vote`: the judge's own pass (true) or fail (false), else empty
 ]
 
 

@@ -21,6 +21,7 @@ from jury.simulator.answers import (
     estimate_tokens,
     reasoning_for,
     render_answer,
+    render_asked,
 )
 from jury.simulator.batches import BATCHES_KEY, add_batch_routes, batch_stats, count_api_calls
 from jury.simulator.config import SimulatorConfig
@@ -202,7 +203,19 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
         reasoning = reasoning_for(score, prompt.low, prompt.high)
         if "markup-reasoning" in hostile:
             reasoning = HOSTILE_REASONING
-        content = render_answer(fmt, score, reasoning)
+        if prompt.vote or prompt.true_false:
+            content = render_asked(
+                fmt,
+                score,
+                reasoning,
+                low=prompt.low,
+                high=prompt.high,
+                vote=prompt.vote,
+                true_false=prompt.true_false,
+                garbled="garbled-vote" in hostile,
+            )
+        else:
+            content = render_answer(fmt, score, reasoning)
         if "huge-answer" in hostile:
             content = huge_answer(score, config.huge_answer_chars)
     if config.ms_per_token > 0:

@@ -32,7 +32,15 @@ from jury.schemas.calls import Order
 from jury.schemas.errors import JudgeCallError, ScoreParseError
 from jury.schemas.pairwise import PairJudgment
 from jury.schemas.results import MAX_REASONING_CHARS, CellSample, SampleResult
-from jury.worker.parsing import DimensionAnswer, ParsedPair, ParsedScore, parse_answer
+from jury.worker.answer_forms import parse_templated
+from jury.worker.parsing import (
+    DimensionAnswer,
+    ParsedPair,
+    ParsedScore,
+    VotedScore,
+    parse_answer,
+)
+from jury.worker.prompt_templates import Asking, asked_messages
 from jury.worker.prompts import call_messages
 
 # The most a combined answer may take (the largest max_tokens a judge may set).
@@ -200,9 +208,14 @@ def _sample_of(
         )
         return CellSample(dimension=dimension, result=result, pair=judgment)
     (single,) = mine
-    assert isinstance(single, ParsedScore)
+    assert isinstance(single, ParsedScore | VotedScore)
     result = SampleResult(
-        judge=judge, sample=sample, score=single.score, reasoning=single.reasoning, **usage
+        judge=judge,
+        sample=sample,
+        score=single.score,
+        reasoning=single.reasoning,
+        vote=single.vote if isinstance(single, VotedScore) else None,
+        **usage,
     )
     return CellSample(dimension=dimension, result=result)
 
@@ -212,8 +225,13 @@ def task_messages(
     dimensions: Sequence[Dimension],
     orders: Sequence[Order | None],
     reasoning_first: bool = False,
+    asking: Asking | None = None,
 ) -> list[list[dict[str, str]]]:
-    """The messages of each call one task makes: one per order shown."""
+    """The messages of each call one task makes: one per order shown. A judge `asking` more
+    than a score (a vote, a scoring or prompt template) makes one call on one criterion."""
+    if asking is not None and not asking.plain:
+        (dimension,) = dimensions
+        return [asked_messages(item, dimension, asking)]
     return [call_messages(item, dimensions, order, reasoning_first) for order in orders]
 
 
@@ -226,25 +244,32 @@ async def judge_call(
     call: CallJudge,
     policy: RetryPolicy,
     sleep: Sleep = asyncio.sleep,
+    asking: Asking | None = None,
 ) -> list[CellSample]:
     """One task's calls (`messages`, one per order in `orders`): a sample per dimension, each
     a score or an error, never a raise (except the limiter's Deferred, which means nothing was
-    called yet)."""
+    called yet). `asking`: what the messages asked beyond a score (how to read the answer)."""
     tally = CallTally()
     parts = len(dimensions)
     # `max_tokens` is what one dimension's answer may take: a combined answer holds them all.
-    asking = judge
+    asked, asking_judge = asking, judge
     if parts > 1:
-        asking = judge.model_copy(
+        asking_judge = judge.model_copy(
             update={"max_tokens": min(MAX_ANSWER_TOKENS, judge.max_tokens * parts)}
         )
     paired = tuple(orders) != (None,)
+
+    def parse(text: str) -> dict[str, DimensionAnswer]:
+        if asked is not None and not asked.plain:
+            return parse_templated(text, dimensions[0], asked.scoring, asked.pass_vote)
+        return parse_answer(text, dimensions, paired)
+
     try:
         answers = [
             await ask(
-                asking,
+                asking_judge,
                 one_call,
-                lambda text: parse_answer(text, dimensions, paired),
+                parse,
                 call,
                 policy,
                 tally,

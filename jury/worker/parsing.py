@@ -57,6 +57,15 @@ class ParsedScore(NamedTuple):
     reasoning: str | None
 
 
+class VotedScore(NamedTuple):
+    """A score with the judge's pass (True) or fail (False) beside it, None when its vote
+    was missing or garbled (`pass_vote`, jury.worker.answer_forms)."""
+
+    score: float
+    reasoning: str | None
+    vote: bool | None
+
+
 def _agreed(values: list[float], form: str) -> float:
     distinct = sorted(set(values))
     if len(distinct) > 1:
@@ -206,7 +215,7 @@ def _agreed_line(values: list[str], scale: Scale) -> float:
     return scores.pop()
 
 
-DimensionAnswer = ParsedScore | ParsedPair | ScoreParseError
+DimensionAnswer = ParsedScore | VotedScore | ParsedPair | ScoreParseError
 
 
 def _scores_mapping(text: str, names: Sequence[str]) -> dict[str, Any] | None:

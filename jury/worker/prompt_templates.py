@@ -1,0 +1,156 @@
+"""The one-criterion prompt when a judge is asked more than a score: a pass vote, another
+scoring template (schemas.judge_prompts), or the words of a prompt template of the user's own.
+
+Without any of them, jury.worker.prompts builds the prompt as it always has (same text, same
+cache keys). With them, the prompt keeps its contract: the system message says what is data;
+every item value is fenced as data under one nonce free in every text of the prompt; the
+answer format is appended by jury, so parsing holds whatever the template says.
+
+A template is filled in one pass (a regex substitution over the template only): item text is
+never scanned for placeholders, so a `{rubric}` inside an output stays as written.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from jury.schemas.batch import BatchConfig, Dimension, Item, Judge
+from jury.schemas.judge_prompts import CONTINUOUS_MAX, PLACEHOLDER, metadata_key
+from jury.worker.prompts import REASON_FIRST, SYSTEM_PROMPT, data_nonce, fenced_data, json_shape
+
+
+@dataclass(frozen=True)
+class Asking:
+    """What one judge is asked, beyond the criterion: from the batch and the judge."""
+
+    reasoning_first: bool = False
+    pass_vote: bool = False
+    scoring: str = "likert"
+    template: str | None = None
+
+    @property
+    def plain(self) -> bool:
+        """Nothing beyond today's prompt: jury.worker.prompts builds it unchanged."""
+        return not self.pass_vote and self.scoring == "likert" and self.template is None
+
+
+def asking_of(config: BatchConfig, judge: Judge) -> Asking:
+    return Asking(
+        reasoning_first=judge.reasoning_first,
+        pass_vote=config.pass_vote,
+        scoring=judge.scoring,
+        template=judge.prompt_template or config.prompt_template,
+    )
+
+
+TRUE_FALSE_ASK = (
+    "Answer true if the output meets the criterion, false if it does not, and uncertain if "
+    "you cannot tell."
+)
+VOTE_ASK = "<true if the output passes on this criterion, else false>"
+
+
+def scale_words(dimension: Dimension, scoring: str) -> str:
+    """The scale as the prompt states it (`{scale}` in a template)."""
+    if scoring == "true_false_uncertain":
+        return "true, false or uncertain"
+    if scoring == "continuous":
+        return f"0 to {CONTINUOUS_MAX:g} (0 = worst, {CONTINUOUS_MAX:g} = best)"
+    scale = dimension.resolved_scale
+    return f"{scale.min:g} to {scale.max:g} ({scale.min:g} = worst, {scale.max:g} = best)"
+
+
+def metadata_text(value: Any) -> str:
+    """A metadata value as the prompt shows it: text as is, anything else as JSON."""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, sort_keys=True)
+
+
+def item_values(item: Item, names: list[str]) -> dict[str, str]:
+    """The item's value of each item placeholder a template names ('' when it has none)."""
+    values: dict[str, str] = {}
+    for name in names:
+        meta = metadata_key(name)
+        if meta is not None:
+            found = item.metadata.get(meta)
+            values[name] = "" if found is None else metadata_text(found)
+        elif name in ("input", "output", "reference", "context"):
+            values[name] = getattr(item, name) or ""
+    return values
+
+
+def render_template(template: str, dimension: Dimension, item: Item, scoring: str) -> str:
+    """The template with its placeholders filled in once: the criterion's as text, each item
+    value fenced as data (`<data-NONCE><field>…</field></data-NONCE>`)."""
+    names = [m.group(1) for m in PLACEHOLDER.finditer(template) if m.group(1) is not None]
+    values = item_values(item, names)
+    trusted = {
+        "criterion": dimension.name,
+        "rubric": dimension.description or "",
+        "scale": scale_words(dimension, scoring),
+    }
+    nonce = data_nonce([*values.values(), template, *trusted.values()])
+
+    def fill(match: Any) -> str:
+        name = match.group(1)
+        if name is None:  # `{{` or `}}`
+            return str(match.group(0)[0])
+        if name in trusted:
+            return trusted[name]
+        tag = name.replace(".", "-")
+        return f"<data-{nonce}>\n<{tag}>\n{values[name]}\n</{tag}>\n</data-{nonce}>"
+
+    return PLACEHOLDER.sub(fill, template)
+
+
+def _answer_pairs(dimension: Dimension, asking: Asking) -> list[tuple[str, str]]:
+    if asking.scoring == "true_false_uncertain":
+        pairs = [("answer", '"<true, false or uncertain>"')]
+    elif asking.scoring == "continuous":
+        pairs = [("score", f"<number from 0 to {CONTINUOUS_MAX:g}>")]
+    else:
+        scale = dimension.resolved_scale
+        pairs = [("score", f"<number from {scale.min:g} to {scale.max:g}>")]
+    if asking.pass_vote:
+        pairs.append(("pass", VOTE_ASK))
+    return [*pairs, ("reasoning", '"<one or two sentences>"')]
+
+
+def asked_messages(item: Item, dimension: Dimension, asking: Asking) -> list[dict[str, str]]:
+    """One criterion, one output, asked as `asking` says."""
+    if asking.template is not None:
+        body = render_template(asking.template, dimension, item, asking.scoring).split("\n")
+        target = "the output"
+    else:
+        fields = [
+            (name, getattr(item, name))
+            for name in ("input", "context", "reference", "output")
+            if getattr(item, name) is not None
+        ]
+        data, nonce = fenced_data(item, fields, [dimension.name])
+        scale = (
+            TRUE_FALSE_ASK
+            if asking.scoring == "true_false_uncertain"
+            else f"Scale: {scale_words(dimension, asking.scoring)}"
+        )
+        body = [
+            f"Criterion: {dimension.name}",
+            f"Rubric: {dimension.description}",
+            scale,
+            *data,
+        ]
+        target = f"the output inside <data-{nonce}>"
+    answer = json_shape(_answer_pairs(dimension, asking), asking.reasoning_first)
+    then = f" {REASON_FIRST}" if asking.reasoning_first else ""
+    body.append(
+        f"Judge {target} on the criterion {dimension.name!r} only. "
+        f"Answer with JSON only: {answer}{then}"
+    )
+    system = SYSTEM_PROMPT + f"Answer with one JSON object and nothing else: {answer}.{then}"
+    return [
+        {"role": "system", "content": system},
+        {"role": "user", "content": "\n".join(body)},
+    ]
