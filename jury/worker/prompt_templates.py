@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from jury.schemas.batch import BatchConfig, Dimension, Item, Judge
+from jury.schemas.criteria import builtin_criterion, rubric_on_scale
 from jury.schemas.judge_prompts import CONTINUOUS_MAX, PLACEHOLDER, metadata_key
 from jury.worker.prompts import REASON_FIRST, SYSTEM_PROMPT, data_nonce, fenced_data, json_shape
 
@@ -62,6 +63,19 @@ def scale_words(dimension: Dimension, scoring: str) -> str:
     return f"{scale.min:g} to {scale.max:g} ({scale.min:g} = worst, {scale.max:g} = best)"
 
 
+def rubric_for(dimension: Dimension, scoring: str) -> str:
+    """The rubric as the prompt states it: a built-in's anchors follow the 0–100 a continuous
+    judge answers on (a custom description is the user's own, left as written)."""
+    description = dimension.description or ""
+    builtin = builtin_criterion(dimension.name)
+    if scoring != "continuous" or builtin is None:
+        return description
+    scale = dimension.resolved_scale
+    if description != rubric_on_scale(builtin, scale.min, scale.max):
+        return description
+    return rubric_on_scale(builtin, 0, CONTINUOUS_MAX)
+
+
 def metadata_text(value: Any) -> str:
     """A metadata value as the prompt shows it: text as is, anything else as JSON."""
     if isinstance(value, str):
@@ -89,7 +103,7 @@ def render_template(template: str, dimension: Dimension, item: Item, scoring: st
     values = item_values(item, names)
     trusted = {
         "criterion": dimension.name,
-        "rubric": dimension.description or "",
+        "rubric": rubric_for(dimension, scoring),
         "scale": scale_words(dimension, scoring),
     }
     nonce = data_nonce([*values.values(), template, *trusted.values()])
@@ -138,7 +152,7 @@ def asked_messages(item: Item, dimension: Dimension, asking: Asking) -> list[dic
         )
         body = [
             f"Criterion: {dimension.name}",
-            f"Rubric: {dimension.description}",
+            f"Rubric: {rubric_for(dimension, asking.scoring)}",
             scale,
             *data,
         ]

@@ -148,6 +148,18 @@ def test_each_template_asks_its_own_answer_and_reads_it_onto_the_scale() -> None
         read('{"score": 140}', "continuous")
 
 
+def test_a_continuous_judge_reads_a_builtin_rubric_on_0_to_100() -> None:
+    relevance = Dimension.model_validate("relevance")
+    (cont,) = task_messages(ITEM, [relevance], [None], asking=Asking(scoring="continuous"))
+    assert "100: " in cont[1]["content"] and "\n5: " not in cont[1]["content"]
+    (likert,) = task_messages(ITEM, [relevance], [None], asking=Asking(pass_vote=True))
+    assert "5: " in likert[1]["content"] and "100: " not in likert[1]["content"]
+    assert (
+        "Rubric: Is it kind?"
+        in task_messages(ITEM, [TONE], [None], asking=Asking(scoring="continuous"))[0][1]["content"]
+    )
+
+
 # --- the pass vote --------------------------------------------------------------------------
 
 
