@@ -155,7 +155,7 @@ class RecordsSection:
                 f" · {html_text(method)} {fmt_score(score)}"
                 for method, score in (verdict.aggregations or {}).items()
             )
-            + _vote_summary(verdict)
+            + vote_summary(verdict)
             + (
                 f' · <span class="warn">⚑ {html_text(reasons or "review")}</span>'
                 if flagged == "1"
@@ -197,7 +197,7 @@ class RecordsSection:
         )
 
 
-def _vote_summary(verdict: Verdict) -> str:
+def vote_summary(verdict: Verdict) -> str:
     """The judges' pass vote in a record's summary line: share, its verdict, missing votes."""
     vote = verdict.pass_vote
     if vote is None:

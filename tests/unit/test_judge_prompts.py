@@ -10,13 +10,15 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from jury.schemas.batch import BatchConfig, Dimension, Item
+from jury.producer.csv_records import csv_columns, record_row
+from jury.producer.report_records import vote_summary
+from jury.schemas.batch import Aggregation, BatchConfig, Dimension, Item
 from jury.schemas.errors import ScoreParseError
 from jury.schemas.judge_prompts import normalised, pass_vote
 from jury.schemas.results import SampleResult
 from jury.simulator.answers import render_asked
 from jury.simulator.prompt_reading import messages_text, read_prompt
-from jury.worker.aggregation import cell_pass_vote
+from jury.worker.aggregation import build_verdict, cell_pass_vote
 from jury.worker.answer_forms import parse_templated, parse_true_false, parse_vote
 from jury.worker.judging import task_messages
 from jury.worker.parsing import ParsedScore, VotedScore
@@ -197,6 +199,28 @@ def test_the_share_of_passing_samples_decides_passed_by_vote() -> None:
         "n_missing": 1,
         "by_judge": {"a": None},
     }
+
+
+def test_records_show_the_vote_in_csv_and_in_the_report() -> None:
+    verdict = build_verdict(
+        "q1",
+        TONE,
+        config().panel,
+        [SampleResult(judge="openai/balanced", sample=i, score=8, vote=i != 1) for i in range(3)],
+        Aggregation(),
+    )
+    record = verdict.model_copy(update={"pass_vote": pass_vote({"a": [True, False, None]})})
+    row = dict(
+        zip(
+            csv_columns(["openai/balanced"], pass_vote=True),
+            record_row(record, ["openai/balanced"], pass_vote=True),
+            strict=True,
+        )
+    )
+    assert (row["vote_share"], row["passed_by_vote"], row["votes_missing"]) == (0.5, True, 1)
+    assert "vote_share" not in csv_columns(["openai/balanced"])
+    assert "pass_vote" in record.model_dump() and "pass_vote" not in verdict.model_dump()
+    assert vote_summary(record) == " · vote 50% → pass (1/2, 1 missing)"
 
 
 def test_the_simulator_answers_what_it_is_asked() -> None:
