@@ -143,6 +143,8 @@ def test_a_mixed_template_panel_votes_and_aggregates_on_one_scale(
     assert {r["votes_missing"] for r in rows} == {"1"}
     table = runner.invoke(jury, ["results", batch_id], env=env).output
     assert "· vote" in table
+    shown = runner.invoke(jury, ["show", batch_id, "rec-0"], env=env).output
+    assert "judges' vote" in shown and ("· pass" in shown or "· fail" in shown)
     report = tmp_path / "report.html"
     made = runner.invoke(jury, ["report", batch_id, "-o", str(report)], env=env)
     assert made.exit_code == 0, made.output
