@@ -19,7 +19,7 @@ from typing import Any
 from jury.schemas.batch import BatchConfig, Dimension, Item, Judge
 from jury.schemas.criteria import builtin_criterion, rubric_on_scale
 from jury.schemas.judge_prompts import CONTINUOUS_MAX, PLACEHOLDER, metadata_key
-from jury.worker.prompts import REASON_FIRST, SYSTEM_PROMPT, data_nonce, fenced_data, json_shape
+from jury.worker.prompts import Wording, build_messages, data_nonce
 
 
 @dataclass(frozen=True)
@@ -120,7 +120,7 @@ def render_template(template: str, dimension: Dimension, item: Item, scoring: st
     return PLACEHOLDER.sub(fill, template)
 
 
-def _answer_pairs(dimension: Dimension, asking: Asking) -> list[tuple[str, str]]:
+def _answer_pairs(dimension: Dimension, asking: Asking) -> tuple[tuple[str, str], ...]:
     if asking.scoring == "true_false_uncertain":
         pairs = [("answer", '"<true, false or uncertain>"')]
     elif asking.scoring == "continuous":
@@ -130,41 +130,26 @@ def _answer_pairs(dimension: Dimension, asking: Asking) -> list[tuple[str, str]]
         pairs = [("score", f"<number from {scale.min:g} to {scale.max:g}>")]
     if asking.pass_vote:
         pairs.append(("pass", VOTE_ASK))
-    return [*pairs, ("reasoning", '"<one or two sentences>"')]
+    return (*pairs, ("reasoning", '"<one or two sentences>"'))
+
+
+def wording_of(item: Item, dimension: Dimension, asking: Asking) -> Wording:
+    """How the prompt words what `asking` asks: the scale it answers on, the answer's fields,
+    and the user's template filled in."""
+    answer = _answer_pairs(dimension, asking)
+    if asking.template is not None:
+        body = render_template(asking.template, dimension, item, asking.scoring)
+        return Wording(answer=answer, body=tuple(body.split("\n")))
+    scale_line = (
+        TRUE_FALSE_ASK
+        if asking.scoring == "true_false_uncertain"
+        else f"Scale: {scale_words(dimension, asking.scoring)}"
+    )
+    return Wording(rubric_for(dimension, asking.scoring), scale_line, answer)
 
 
 def asked_messages(item: Item, dimension: Dimension, asking: Asking) -> list[dict[str, str]]:
-    """One criterion, one output, asked as `asking` says."""
-    if asking.template is not None:
-        body = render_template(asking.template, dimension, item, asking.scoring).split("\n")
-        target = "the output"
-    else:
-        fields = [
-            (name, getattr(item, name))
-            for name in ("input", "context", "reference", "output")
-            if getattr(item, name) is not None
-        ]
-        data, nonce = fenced_data(item, fields, [dimension.name])
-        scale = (
-            TRUE_FALSE_ASK
-            if asking.scoring == "true_false_uncertain"
-            else f"Scale: {scale_words(dimension, asking.scoring)}"
-        )
-        body = [
-            f"Criterion: {dimension.name}",
-            f"Rubric: {rubric_for(dimension, asking.scoring)}",
-            scale,
-            *data,
-        ]
-        target = f"the output inside <data-{nonce}>"
-    answer = json_shape(_answer_pairs(dimension, asking), asking.reasoning_first)
-    then = f" {REASON_FIRST}" if asking.reasoning_first else ""
-    body.append(
-        f"Judge {target} on the criterion {dimension.name!r} only. "
-        f"Answer with JSON only: {answer}{then}"
+    """One criterion, one output, asked as `asking` says (jury.worker.prompts' one prompt)."""
+    return build_messages(
+        item, dimension, asking.reasoning_first, wording_of(item, dimension, asking)
     )
-    system = SYSTEM_PROMPT + f"Answer with one JSON object and nothing else: {answer}.{then}"
-    return [
-        {"role": "system", "content": system},
-        {"role": "user", "content": "\n".join(body)},
-    ]
