@@ -1,8 +1,9 @@
-"""The one-criterion prompt when a judge is asked more than a score: a pass vote, another
-scoring template (schemas.judge_prompts), or the words of a prompt template of the user's own.
+"""The words of the one-criterion prompt (jury.worker.prompts.build_messages) when a judge is
+asked more than a score: a pass vote, another scoring template (schemas.judge_prompts), or a
+prompt template of the user's own.
 
-Without any of them, jury.worker.prompts builds the prompt as it always has (same text, same
-cache keys). With them, the prompt keeps its contract: the system message says what is data;
+Without any of them the prompt is the default one (same text, same cache keys). With them, it
+keeps its contract: the system message says what is data;
 every item value is fenced as data under one nonce free in every text of the prompt; the
 answer format is appended by jury, so parsing holds whatever the template says.
 
