@@ -126,7 +126,8 @@ def pass_vote(votes: dict[str, list[bool | None]]) -> PassVote:
 
 def batch_prompt_problem(config: Any) -> str | None:
     """Why a batch's (a BatchConfig's) prompt template, pass vote or scoring templates cannot
-    be used, or None. They shape the one-output, one-criterion prompt."""
+    be used, or None. Templates word the one-output, one-criterion prompt; the vote is asked
+    in combined calls too, never of a pair."""
     if config.prompt_template is not None:
         problem = template_problem(config.prompt_template)
         if problem:
@@ -137,29 +138,24 @@ def batch_prompt_problem(config: Any) -> str | None:
         ):
             return f"judge {judge.name}: {problem}"
     panel = config.panel
-    asked = [
+    templated = config.prompt_template is not None or any(j.prompt_template for j in panel)
+    shaping = [
         what
         for what, on in (
-            ("pass_vote", config.pass_vote),
             ("a judge's `scoring` other than likert", any(j.scoring != "likert" for j in panel)),
-            (
-                "a prompt template",
-                config.prompt_template is not None or any(j.prompt_template for j in panel),
-            ),
+            ("a prompt template", templated),
         )
         if on
     ]
-    pairwise, mode = config.pairwise is not None, config.mode
-    if not asked:
-        return None
-    if pairwise:
+    if config.pairwise is not None and (shaping or config.pass_vote):
+        asked = ", ".join((["pass_vote"] if config.pass_vote else []) + shaping)
         return (
-            f"{', '.join(asked)} apply to one output judged on one criterion; a pairwise "
-            "batch compares two outputs: remove them, or the `pairwise:` section"
+            f"{asked} apply to one output judged on a criterion; a pairwise batch compares "
+            "two outputs: remove them, or the `pairwise:` section"
         )
-    if mode != "per_dimension":
+    if config.mode != "per_dimension" and shaping:
         return (
-            f"{', '.join(asked)} apply to one criterion per call: set `mode: per_dimension` "
-            "(a combined call scores every criterion at once)"
+            f"{', '.join(shaping)} word a prompt for one criterion: set `mode: per_dimension` "
+            "(a combined call scores every criterion at once in jury's own words)"
         )
     return None

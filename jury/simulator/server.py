@@ -181,6 +181,7 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
             t0_noise=config.t0_noise_for(model, persona.name),
             group=bias_group(model),
             group_error=config.group_error,
+            garbled_vote="garbled-vote" in config.hostile_for(model, persona.name),
         )
     else:
         prompt = completion.prompt

@@ -16,20 +16,17 @@ from jury.schemas.batch import Dimension, Scale
 from jury.schemas.errors import ScoreParseError
 from jury.schemas.judge_prompts import CONTINUOUS_MAX, TRUE_FALSE_UNCERTAIN, normalised
 from jury.schemas.results import MAX_REASONING_CHARS
-from jury.worker.answer_text import MAX_ANSWER_CHARS, json_objects, key, raw_text, reasoning_of
+from jury.worker.answer_text import (
+    MAX_ANSWER_CHARS,
+    VOTE_WORDS,
+    json_objects,
+    key,
+    raw_text,
+    reasoning_of,
+    vote_in,
+)
 from jury.worker.parsing import DimensionAnswer, ParsedScore, VotedScore, parse_answer, parse_score
 
-VOTE_KEYS = ("pass", "testpass", "passed")
-_VOTE_WORDS = {
-    "true": True,
-    "pass": True,
-    "passed": True,
-    "yes": True,
-    "false": False,
-    "fail": False,
-    "failed": False,
-    "no": False,
-}
 _VOTE_LINE = re.compile(
     r"^[ \t>#*_-]*(?:test[ _]?)?pass(?:ed)?\**\s*[:=]\s*\**\s*([A-Za-z]+)\b", re.I | re.M
 )
@@ -39,25 +36,16 @@ _ANSWER_LINE = re.compile(
 )
 
 
-def _vote_word(value: Any) -> bool | None:
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str):
-        return _VOTE_WORDS.get(value.strip().lower())
-    return None
-
-
 def parse_vote(text: str | None) -> bool | None:
     """The judge's pass (True) or fail (False): a JSON `pass` field, else a `Pass: yes` line;
     None when the answer has none, or none that reads as pass or fail."""
     if not text or len(text) > MAX_ANSWER_CHARS:
         return None
     for data in json_objects(text):
-        keyed = {key(k): v for k, v in data.items()}
-        found = next((k for k in VOTE_KEYS if k in keyed), None)
-        if found is not None:
-            return _vote_word(keyed[found])
-    lines = {_VOTE_WORDS.get(word.lower()) for word in _VOTE_LINE.findall(text)}
+        has_vote, vote = vote_in(data)
+        if has_vote:
+            return vote
+    lines = {VOTE_WORDS.get(word.lower()) for word in _VOTE_LINE.findall(text)}
     return lines.pop() if len(lines) == 1 else None
 
 

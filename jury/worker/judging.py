@@ -229,10 +229,18 @@ def task_messages(
 ) -> list[list[dict[str, str]]]:
     """The messages of each call one task makes: one per order shown. A judge `asking` more
     than a score (a vote, a scoring or prompt template) makes one call on one criterion."""
-    if asking is not None and not asking.plain:
-        (dimension,) = dimensions
-        return [asked_messages(item, dimension, asking)]
-    return [call_messages(item, dimensions, order, reasoning_first) for order in orders]
+    if asking is not None and _one_criterion_asked(asking, dimensions, orders):
+        return [asked_messages(item, dimensions[0], asking)]
+    vote = asking is not None and asking.pass_vote
+    return [call_messages(item, dimensions, order, reasoning_first, vote) for order in orders]
+
+
+def _one_criterion_asked(
+    asking: Asking, dimensions: Sequence[Dimension], orders: Sequence[Order | None]
+) -> bool:
+    """Whether the call is one criterion on one output asked more than a score (a combined
+    call asks a vote per criterion; the batch refuses templates there)."""
+    return not asking.plain and len(dimensions) == 1 and tuple(orders) == (None,)
 
 
 async def judge_call(
@@ -260,9 +268,9 @@ async def judge_call(
     paired = tuple(orders) != (None,)
 
     def parse(text: str) -> dict[str, DimensionAnswer]:
-        if asked is not None and not asked.plain:
+        if asked is not None and _one_criterion_asked(asked, dimensions, orders):
             return parse_templated(text, dimensions[0], asked.scoring, asked.pass_vote)
-        return parse_answer(text, dimensions, paired)
+        return parse_answer(text, dimensions, paired, vote=asked is not None and asked.pass_vote)
 
     try:
         answers = [

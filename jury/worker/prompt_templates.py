@@ -20,7 +20,7 @@ from typing import Any
 from jury.schemas.batch import BatchConfig, Dimension, Item, Judge
 from jury.schemas.criteria import builtin_criterion, rubric_on_scale
 from jury.schemas.judge_prompts import CONTINUOUS_MAX, PLACEHOLDER, metadata_key
-from jury.worker.prompts import Wording, build_messages, data_nonce
+from jury.worker.prompts import VOTE_ASK, Wording, build_messages, data_nonce
 
 
 @dataclass(frozen=True)
@@ -51,7 +51,6 @@ TRUE_FALSE_ASK = (
     "Answer true if the output meets the criterion, false if it does not, and uncertain if "
     "you cannot tell."
 )
-VOTE_ASK = "<true if the output passes on this criterion, else false>"
 
 
 def scale_words(dimension: Dimension, scoring: str) -> str:

@@ -208,13 +208,19 @@ def pairwise_messages(
     ]
 
 
+# With `pass_vote`, a judge says pass or fail beside each score (jury.worker.prompt_templates).
+VOTE_ASK = "<true if the output passes on this criterion, else false>"
+
+
 def combined_messages(
     item: Item,
     dimensions: Sequence[Dimension],
     order: Order | None = None,
     reasoning_first: bool = False,
+    pass_vote: bool = False,
 ) -> list[dict[str, str]]:
-    """Every dimension in one prompt; with `order`, two outputs and a pair of scores each."""
+    """Every dimension in one prompt; with `order`, two outputs and a pair of scores each;
+    with `pass_vote` (one output), a pass vote beside each score."""
     criteria = []
     for dimension in dimensions:
         low, high = scale_text(dimension)
@@ -223,10 +229,11 @@ def combined_messages(
             f"{_one_line(dimension.description)}"
         )
     *body, nonce = _item_lines(item, dimensions, order)
+    vote = [("pass", VOTE_ASK)] if pass_vote else []
     if order is None:
         target = "the output"
         shape = json_shape(
-            [("score", "<number on its scale>"), ("reasoning", '"<one sentence>"')],
+            [("score", "<number on its scale>"), *vote, ("reasoning", '"<one sentence>"')],
             reasoning_first,
         )
     else:
@@ -248,7 +255,7 @@ def combined_messages(
     ]
     if order is None:
         one = json_shape(
-            [("score", "<number>"), ("reasoning", '"<one sentence>"')], reasoning_first
+            [("score", "<number>"), *vote, ("reasoning", '"<one sentence>"')], reasoning_first
         )
         answer = '{"scores": {"<criterion>": ' + one + ", …}}"
         system = _system(COMBINED_SYSTEM_PROMPT, answer, reasoning_first)
@@ -262,11 +269,12 @@ def call_messages(
     dimensions: Sequence[Dimension],
     order: Order | None = None,
     reasoning_first: bool = False,
+    pass_vote: bool = False,
 ) -> list[dict[str, str]]:
     """The messages of one call: `dimensions` scored on the item's output, or on its pair of
-    outputs shown in `order`."""
+    outputs shown in `order`. (One criterion asked a vote is worded by prompt_templates.)"""
     if len(dimensions) > 1:
-        return combined_messages(item, dimensions, order, reasoning_first)
+        return combined_messages(item, dimensions, order, reasoning_first, pass_vote)
     (dimension,) = dimensions
     return (
         build_messages(item, dimension, reasoning_first)

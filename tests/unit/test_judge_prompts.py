@@ -4,6 +4,8 @@ continuous, likert; normalised to the criterion's scale) and prompt templates of
 
 from __future__ import annotations
 
+import json
+import random
 import re
 from typing import Any
 
@@ -17,11 +19,13 @@ from jury.schemas.errors import ScoreParseError
 from jury.schemas.judge_prompts import normalised, pass_vote
 from jury.schemas.results import SampleResult
 from jury.simulator.answers import render_asked
+from jury.simulator.modes import answer_mode_prompt, read_mode_prompt
+from jury.simulator.personas import PERSONAS
 from jury.simulator.prompt_reading import messages_text, read_prompt
 from jury.worker.aggregation import build_verdict, cell_pass_vote
 from jury.worker.answer_forms import parse_templated, parse_true_false, parse_vote
 from jury.worker.judging import task_messages
-from jury.worker.parsing import ParsedScore, VotedScore
+from jury.worker.parsing import ParsedScore, VotedScore, parse_answer
 from jury.worker.prompt_templates import Asking, asking_of, render_template
 from jury.worker.prompts import call_messages
 
@@ -95,9 +99,12 @@ def test_unknown_placeholders_and_stray_braces_are_refused_at_load() -> None:
 
 
 def test_templates_and_votes_are_refused_where_the_prompt_shape_has_no_room() -> None:
-    assert "mode: per_dimension" in refusal(pass_vote=True, mode="combined")
     judge = {"model": "openai/balanced", "scoring": "continuous"}
+    assert "mode: per_dimension" in refusal(judges=[judge], mode="combined")
+    assert "mode: per_dimension" in refusal(prompt_template="{output}", mode="combined")
     assert "pairwise batch" in refusal(judges=[judge], pairwise=True)
+    assert "pass_vote apply to one output" in refusal(pass_vote=True, pairwise=True)
+    assert config(pass_vote=True, mode="combined").pass_vote  # a vote per criterion
     assert "Input should be 'likert'" in refusal(judges=[{"model": "m", "scoring": "stars"}])
 
 
@@ -221,6 +228,37 @@ def test_records_show_the_vote_in_csv_and_in_the_report() -> None:
     assert "vote_share" not in csv_columns(["openai/balanced"])
     assert "pass_vote" in record.model_dump() and "pass_vote" not in verdict.model_dump()
     assert vote_summary(record) == " · vote 50% → pass (1/2, 1 missing)"
+
+
+def test_a_combined_call_asks_and_reads_a_vote_per_criterion() -> None:
+    relevance = Dimension.model_validate("relevance")
+    asking = Asking(pass_vote=True)
+    (messages,) = task_messages(ITEM, [relevance, TONE], [None], asking=asking)
+    assert '"score": <number on its scale>, "pass": <true if' in messages[1]["content"]
+    assert '"pass": <true if' in messages[0]["content"]
+    prompt = read_mode_prompt(messages_text(messages))
+    assert prompt is not None and prompt.vote
+    answer = answer_mode_prompt(
+        PERSONAS["balanced"], prompt, seed=1, temperature=0, rng=random.Random(1)
+    )
+    entries = json.loads(answer)["scores"]
+    read = parse_answer(answer, [relevance, TONE], paired=False, vote=True)
+    for name, dimension in (("relevance", relevance), ("tone", TONE)):
+        low, high = dimension.resolved_scale.min, dimension.resolved_scale.max
+        assert read[name] == VotedScore(
+            entries[name]["score"],
+            entries[name]["reasoning"],
+            entries[name]["score"] >= (low + high) / 2,
+        )
+    garbled = '{"scores": {"relevance": {"score": 4, "pass": "hmm"}, "tone": 7}}'
+    read = parse_answer(garbled, [relevance, TONE], paired=False, vote=True)
+    assert read == {"relevance": VotedScore(4, None, None), "tone": VotedScore(7, None, None)}
+    plain = parse_answer(garbled, [relevance, TONE], paired=False)
+    assert plain["relevance"] == ParsedScore(4, None)  # not asked: no vote read
+    assert (
+        call_messages(ITEM, [relevance, TONE])
+        == task_messages(ITEM, [relevance, TONE], [None], asking=Asking())[0]
+    )
 
 
 def test_the_simulator_answers_what_it_is_asked() -> None:
