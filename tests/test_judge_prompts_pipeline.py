@@ -151,3 +151,42 @@ def test_a_mixed_template_panel_votes_and_aggregates_on_one_scale(
     html = report.read_text()
     assert "→ pass" in html or "→ fail" in html
     assert "1 missing" in html
+
+
+def test_a_combined_call_votes_on_each_criterion(
+    tmp_path: Path, sqlite_workers: Settings, voting_simulator: ManagedProcess
+) -> None:
+    url = voting_simulator.url
+    spec = {
+        "name": "combined-votes",
+        "mode": "combined",
+        "pass_vote": True,
+        "judges": [
+            {"model": "openai/balanced@combined", "n": 2, "api_base": url},
+            {"model": GARBLED, "n": 1, "api_base": url},
+        ],
+        "dimensions": [
+            "relevance",
+            {"name": "tone", "description": "Is it kind?", "scale": {"min": 1, "max": 10}},
+        ],
+        "items": ITEMS,
+    }
+    path = tmp_path / "batch.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    settings = sqlite_workers
+    batch_id = run_batch(settings, path, timeout=60)
+    sessions = session_factory(settings.database_url)
+    records = list(iter_verdicts(sessions, batch_id))
+    assert len(records) == 2 * len(ITEMS)
+    middles = {"relevance": 3.0, "tone": 5.5}
+    for record in records:
+        cell = CellRef(batch_id, record.item_id, record.criterion_id)
+        samples = list_samples(sessions, cell)
+        assert len(samples) == 3 and all(s.ok for s in samples)
+        for s in samples:
+            assert s.score is not None
+            expected = None if s.judge == GARBLED else s.score >= middles[record.criterion_id]
+            assert s.vote == expected
+        vote = record.pass_vote
+        assert vote is not None and vote.n_missing == 1 and vote.n_pass + vote.n_fail == 2
+        assert vote.share == pytest.approx(vote.n_pass / 2)
