@@ -260,7 +260,7 @@ async def judge_call(
     tally = CallTally()
     parts = len(dimensions)
     # `max_tokens` is what one dimension's answer may take: a combined answer holds them all.
-    asked, asking_judge = asking, judge
+    asking_judge = judge
     if parts > 1:
         asking_judge = judge.model_copy(
             update={"max_tokens": min(MAX_ANSWER_TOKENS, judge.max_tokens * parts)}
@@ -268,9 +268,10 @@ async def judge_call(
     paired = tuple(orders) != (None,)
 
     def parse(text: str) -> dict[str, DimensionAnswer]:
-        if asked is not None and _one_criterion_asked(asked, dimensions, orders):
-            return parse_templated(text, dimensions[0], asked.scoring, asked.pass_vote)
-        return parse_answer(text, dimensions, paired, vote=asked is not None and asked.pass_vote)
+        if asking is not None and _one_criterion_asked(asking, dimensions, orders):
+            return parse_templated(text, dimensions[0], asking.scoring, asking.pass_vote)
+        vote = asking is not None and asking.pass_vote
+        return parse_answer(text, dimensions, paired, vote=vote)
 
     try:
         answers = [
