@@ -7,10 +7,13 @@ from __future__ import annotations
 import json
 import random
 import re
+import sqlite3
+from pathlib import Path
 from typing import Any
 
 import pytest
 from pydantic import ValidationError
+from sqlalchemy import inspect
 
 from jury.producer.csv_records import csv_columns, record_row
 from jury.producer.report_records import vote_summary
@@ -22,6 +25,7 @@ from jury.simulator.answers import render_asked
 from jury.simulator.modes import answer_mode_prompt, read_mode_prompt
 from jury.simulator.personas import PERSONAS
 from jury.simulator.prompt_reading import messages_text, read_prompt
+from jury.store.engine import dispose_all, get_engine
 from jury.worker.aggregation import build_verdict, cell_pass_vote
 from jury.worker.answer_forms import parse_templated, parse_true_false, parse_vote
 from jury.worker.judging import task_messages
@@ -268,3 +272,19 @@ def test_the_simulator_answers_what_it_is_asked() -> None:
     assert plain.endswith("Score: 2\nPass: no") and parse_vote(plain) is False
     garbled = render_asked("tag", 5, "ok", low=1, high=5, vote=True, true_false=False, garbled=True)
     assert parse_vote(garbled) is None
+
+
+def test_an_older_database_gets_the_new_nullable_columns(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'old.db'}"
+    get_engine(url)
+    dispose_all()
+    with sqlite3.connect(tmp_path / "old.db") as db:  # as an older jury left it
+        db.execute("ALTER TABLE jury_samples DROP COLUMN vote")
+        db.execute("ALTER TABLE jury_verdicts DROP COLUMN pass_vote")
+    try:
+        engine = get_engine(url)
+        columns = {c["name"] for c in inspect(engine).get_columns("jury_samples")}
+        assert "vote" in columns
+        assert "pass_vote" in {c["name"] for c in inspect(engine).get_columns("jury_verdicts")}
+    finally:
+        dispose_all()
