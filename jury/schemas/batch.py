@@ -24,6 +24,7 @@ from jury.schemas.heuristics import Heuristic, heuristic_judge_defaults
 from jury.schemas.identifiers import checked_identifier
 from jury.schemas.items import MAX_ITEM_ID_CHARS as MAX_ITEM_ID_CHARS
 from jury.schemas.items import Item as Item
+from jury.schemas.judge_prompts import ScoringTemplate, batch_prompt_problem
 from jury.schemas.pairwise import PairwiseSettings
 from jury.schemas.placeholders import has_placeholder, placeholder_problem
 from jury.schemas.strict import StrictModel as _Strict
@@ -147,6 +148,9 @@ class Judge(_Strict):
     # Ask for the reasoning before the score ("reason first"): the judge reasons, then scores.
     # Give it max_tokens enough for both: an answer cut before its score is unparseable.
     reasoning_first: bool = False
+    # How it answers, and its own prompt template (schemas.judge_prompts).
+    scoring: ScoringTemplate = "likert"
+    prompt_template: str | None = None
     # Prices for models LiteLLM's price map lacks (self-hosted, new, or behind a proxy).
     input_cost_per_token: float | None = Field(default=None, ge=0, le=1)
     output_cost_per_token: float | None = Field(default=None, ge=0, le=1)
@@ -308,6 +312,9 @@ class BatchConfig(_Strict):
     # Set when the batch was loaded and some item chose its own criteria (`focus_areas`,
     # `custom_criteria`): only then does a cell count need the items (schemas.item_dimensions).
     per_item_dimensions: bool = False
+    # Judges also vote pass/fail (the plan's test_pass); a prompt template (schemas.judge_prompts)
+    pass_vote: bool = False
+    prompt_template: str | None = None
 
     @field_validator("name")
     @classmethod
@@ -375,6 +382,9 @@ class BatchConfig(_Strict):
         dupes = sorted({d for d in dims if dims.count(d) > 1})
         if dupes:
             raise ValueError(f"dimension names must be unique, {dupes} appear twice")
+        problem = batch_prompt_problem(self)
+        if problem:
+            raise ValueError(problem)
         return self
 
     def _check_adaptive(self) -> None:

@@ -45,6 +45,7 @@ from jury.worker.batch_lines import BatchReply, Recorded, ended_without, read_li
 from jury.worker.cache import cache_key
 from jury.worker.judging import RetryPolicy, asking_judge, judge_call
 from jury.worker.pipeline import _Write, store_writes
+from jury.worker.prompt_templates import asking_of
 from jury.worker.runtime import WorkerRuntime
 
 log = logging.getLogger("jury.batch_api")
@@ -349,6 +350,7 @@ class ProviderBatches:
                 ref.sample,
                 Recorded(replies),
                 once,
+                asking=asking_of(config, config.judge(ref.judge)),
             )
         return out
 
