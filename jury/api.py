@@ -83,18 +83,27 @@ class Results:
     judges: list[str]
     pairwise: bool = False
     methods: list[str] = field(default_factory=list)  # aggregation.also_across_models
+    pass_vote: bool = False  # the batch's pass_vote: vote_share, passed_by_vote columns
 
     def rows(self, samples: bool = False) -> list[dict[str, Any]]:
         """One flat dict per record (the CSV columns of `jury results --format csv`), or with
         `samples`, one per judgment (those of `jury results --samples`)."""
         if samples:
             return [sample_record(s) for s in self.samples]
-        columns = csv_columns(self.judges, self.pairwise, methods=self.methods)
+        columns = csv_columns(
+            self.judges, self.pairwise, methods=self.methods, pass_vote=self.pass_vote
+        )
         return [
             dict(
                 zip(
                     columns,
-                    record_row(r, self.judges, self.pairwise, methods=self.methods),
+                    record_row(
+                        r,
+                        self.judges,
+                        self.pairwise,
+                        methods=self.methods,
+                        pass_vote=self.pass_vote,
+                    ),
                     strict=True,
                 )
             )
@@ -110,7 +119,9 @@ class Results:
         columns = (
             SAMPLE_COLUMNS
             if samples
-            else csv_columns(self.judges, self.pairwise, methods=self.methods)
+            else csv_columns(
+                self.judges, self.pairwise, methods=self.methods, pass_vote=self.pass_vote
+            )
         )
         frame = pandas.DataFrame(self.rows(samples), columns=columns)
         return frame.replace({"": None}) if not samples else frame
@@ -153,6 +164,7 @@ class Batch:
             judges=[j.name for j in config.panel],
             pairwise=config.pairwise is not None,
             methods=config.aggregation.reported_methods,
+            pass_vote=config.pass_vote,
         )
 
 

@@ -42,6 +42,10 @@ EXPECTED = {
         "unknown_field.yaml",
         "judges[0].temprature: Extra inputs are not permitted",
     ),
+    "unknown_placeholder.yaml": (
+        "unknown_placeholder.yaml",
+        "the prompt template uses unknown placeholders {profile}",
+    ),
     "unset_env.yaml": (
         "unset_env.yaml",
         "environment variable JURY_TEST_UNSET_VAR_7F3A is not set",

@@ -268,6 +268,7 @@ def results(batch_id: str, fmt: str, output: Path | None, samples: bool) -> None
                 calibrated=config.resolved_calibration is not None,
                 methods=config.aggregation.reported_methods,
                 uncertainty=config.aggregation.report_uncertainty,
+                pass_vote=config.pass_vote,
             )
     finally:
         if output:

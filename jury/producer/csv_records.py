@@ -43,6 +43,9 @@ PAIRWISE_CSV_COLUMNS = [
 
 CALIBRATED_CSV_COLUMNS = ["calibrated_final_score", "calibrated_passed"]
 
+# With `pass_vote: true` (schemas.judge_prompts.PassVote).
+PASS_VOTE_CSV_COLUMNS = ["vote_share", "passed_by_vote", "votes_missing"]
+
 
 def csv_columns(
     judges: list[str],
@@ -50,11 +53,12 @@ def csv_columns(
     labelled: bool = False,
     calibrated: bool = False,
     methods: Sequence[str] = (),
+    pass_vote: bool = False,
 ) -> list[str]:
     """The flat columns of a record: CSV_COLUMNS, each judge's score, std and failed count,
     a pairwise batch's winner and agreement, a labelled batch people's label, a calibrated
     one the calibrated final score and verdict, then the score by each side-by-side method
-    (`aggregation:median`)."""
+    (`aggregation:median`), and with a pass vote its share, verdict and missing votes."""
     judge_columns = [f"{j}:{part}" for j in judges for part in ("score", "std", "n_failed")]
     return (
         CSV_COLUMNS
@@ -63,6 +67,7 @@ def csv_columns(
         + (["human_label"] if labelled else [])
         + (CALIBRATED_CSV_COLUMNS if calibrated else [])
         + [f"aggregation:{method}" for method in methods]
+        + (PASS_VOTE_CSV_COLUMNS if pass_vote else [])
     )
 
 
@@ -73,6 +78,7 @@ def record_row(
     labelled: bool = False,
     calibrated: bool = False,
     methods: Sequence[str] = (),
+    pass_vote: bool = False,
 ) -> list[Any]:
     """A record as one flat row, in csv_columns order (CSV, DataFrames)."""
     m = verdict.consensus_metrics
@@ -101,6 +107,17 @@ def record_row(
         row += [scores.final_score, scores.passed] if scores else ["", ""]
     side = verdict.aggregations or {}
     row += ["" if side.get(m) is None else side[m] for m in methods]
+    if pass_vote:
+        vote = verdict.pass_vote
+        row += (
+            [
+                "" if vote.share is None else vote.share,
+                "" if vote.passed_by_vote is None else vote.passed_by_vote,
+                vote.n_missing,
+            ]
+            if vote
+            else ["", "", ""]
+        )
     return row
 
 
@@ -113,16 +130,19 @@ def write_csv(
     calibrated: bool = False,
     methods: Sequence[str] = (),
     uncertainty: bool = True,
+    pass_vote: bool = False,
 ) -> Summary:
     """One row per record (csv_columns, record_row); without `uncertainty`, the columns of
     the uncertainty metrics (a batch's `report_uncertainty: false`) are left out."""
     summary = Summary()
     writer = csv.writer(out)
-    columns = csv_columns(judges, pairwise, labelled, calibrated, methods)
+    columns = csv_columns(judges, pairwise, labelled, calibrated, methods, pass_vote)
     hidden = {*UNCERTAINTY_FIELDS, *(f"{j}:std" for j in judges)} if not uncertainty else set()
     kept = [index for index, column in enumerate(columns) if column not in hidden]
     writer.writerow([columns[index] for index in kept])
     for verdict in verdicts:
-        row = record_row(summary.add(verdict), judges, pairwise, labelled, calibrated, methods)
+        row = record_row(
+            summary.add(verdict), judges, pairwise, labelled, calibrated, methods, pass_vote
+        )
         writer.writerow([row[index] for index in kept])
     return summary

@@ -155,6 +155,7 @@ class RecordsSection:
                 f" · {html_text(method)} {fmt_score(score)}"
                 for method, score in (verdict.aggregations or {}).items()
             )
+            + vote_summary(verdict)
             + (
                 f' · <span class="warn">⚑ {html_text(reasons or "review")}</span>'
                 if flagged == "1"
@@ -182,6 +183,8 @@ class RecordsSection:
     def _sample_row(sample: StoredSample) -> str:
         r = sample.result
         score = "failed" if r.score is None else f"{r.score:g}"
+        if r.ok and r.vote is not None:
+            score += " · pass" if r.vote else " · fail"
         cost = "cached" if r.cached else f"${r.cost_usd:.5f}"
         error = f"{r.error_kind or 'error'}: {r.error}" if r.error else ""
         return (
@@ -192,3 +195,17 @@ class RecordsSection:
             f"<td>{r.latency_ms:,.0f} ms</td><td>{r.prompt_tokens:,}+{r.completion_tokens:,}</td>"
             f'<td>{cost}</td><td class="error">{html_text(error)}</td></tr>'
         )
+
+
+def vote_summary(verdict: Verdict) -> str:
+    """The judges' pass vote in a record's summary line: share, its verdict, missing votes."""
+    vote = verdict.pass_vote
+    if vote is None:
+        return ""
+    if vote.share is None:
+        return f" · vote: none of {vote.n_missing} samples voted"
+    outcome = "pass" if vote.passed_by_vote else "fail"
+    missing = f", {vote.n_missing} missing" if vote.n_missing else ""
+    return (
+        f" · vote {vote.share:.0%} → {outcome} ({vote.n_pass}/{vote.n_pass + vote.n_fail}{missing})"
+    )

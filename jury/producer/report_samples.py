@@ -32,6 +32,7 @@ SAMPLE_COLUMNS = [
     "completion_tokens",
     "cost_usd",
     "cached",
+    "vote",  # with `pass_vote`: the judge's own pass (true) or fail (false), else empty
 ]
 
 
@@ -108,6 +109,8 @@ def print_item(
         for sample in by_dimension.get(dimension, []):
             r = sample.result
             score = "failed" if r.score is None else f"{r.score:g}"
+            if r.ok and r.vote is not None:
+                score += " · pass" if r.vote else " · fail"
             console.print(
                 Text.assemble(
                     f"  {r.judge} #{r.sample}: ",
@@ -130,6 +133,9 @@ def _verdict_line(dimension: str, verdict: Verdict | None) -> Text:
     final = "no score" if m.final_score is None else f"{m.final_score:.2f}"
     outcome = {True: "pass", False: "fail", None: "—"}[verdict.passed]
     flag = " · ⚑ review: " + "; ".join(verdict.flag_reasons) if m.flag_for_review else ""
+    vote = verdict.pass_vote
+    if vote is not None and vote.share is not None:
+        outcome += f"; judges' vote {vote.share:.0%}, {'pass' if vote.passed_by_vote else 'fail'}"
     level = m.consensus_level.value if m.consensus_level else "NONE"
     return Text.assemble(
         (dimension, "bold"),

@@ -255,6 +255,10 @@ def _verdict_table(
                 None: Text("—"),
             }[verdict.passed]
         )
+        vote = verdict.pass_vote
+        if vote is not None and vote.share is not None:
+            # The judges' own vote beside the threshold's verdict: "pass · vote 67%".
+            outcome = outcome + Text(f" · vote {vote.share:.0%}", style="dim")
         flag = Text("⚑ review" if full else "⚑", style="bold red") if m.flag_for_review else ""
         final = Text(_score(m.final_score), style="bold")
         if not uncertainty:

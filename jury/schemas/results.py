@@ -11,6 +11,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
 from jury.schemas.calibration import CalibratedScores
+from jury.schemas.judge_prompts import PassVote
 from jury.schemas.pairwise import PairJudgment, PairwiseOutcome, Winner
 
 # Stored text is capped: a judge's reasoning is useful for review, not worth megabytes.
@@ -35,6 +36,9 @@ class SampleResult(BaseModel):
     error: str | None = None
     error_kind: str | None = None
     reasoning: str | None = None
+    # With `pass_vote`: the judge's own pass (True) or fail (False); None when not asked, or
+    # when it answered no usable vote.
+    vote: bool | None = None
     attempts: int = 1
     latency_ms: float = 0.0
     prompt_tokens: int = 0
@@ -100,12 +104,14 @@ class Verdict(BaseModel):
     # record is written without its uncertainty (UNCERTAINTY_FIELDS), which is still stored
     # and still decides flags, adaptive sampling and the agreement figures.
     uncertainty_shown: bool = Field(default=True, exclude=True)
+    # With `pass_vote: true`: the share of samples whose judge said pass (the plan's test_pass).
+    pass_vote: PassVote | None = None
 
     @model_serializer(mode="wrap")
     def _without_absent_parts(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         # Records of ordinary batches keep exactly the shape scripts already read.
         data: dict[str, Any] = handler(self)
-        for optional in ("pairwise", "human_label", "calibrated", "aggregations"):
+        for optional in ("pairwise", "human_label", "calibrated", "aggregations", "pass_vote"):
             if data.get(optional) is None:
                 data.pop(optional, None)
         if not self.uncertainty_shown:

@@ -1,4 +1,5 @@
-"""The strict base of every batch-file model, and the check that numbers are finite. Pure."""
+"""The strict base of every batch-file model, its limits on names and numbers, and the check
+that numbers are finite. Pure."""
 
 from __future__ import annotations
 
@@ -6,6 +7,11 @@ import math
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
+
+MAX_NAME_CHARS = 100
+# Numbers a batch gives are finite (no .inf or NaN) and at most this large in magnitude, so
+# that sums of squares over a million verdicts stay finite too.
+MAX_MAGNITUDE = 1e6
 
 
 class StrictModel(BaseModel):

@@ -50,6 +50,43 @@ def render_answer(fmt: str, score: float, reasoning: str) -> str:
     raise ValueError(f"unknown answer format {fmt!r}")
 
 
+TRUE_FALSE_WORDS = ("false", "uncertain", "true")
+GARBLED_VOTE = "it depends"
+
+
+def render_asked(
+    fmt: str,
+    score: float,
+    reasoning: str,
+    *,
+    low: float,
+    high: float,
+    vote: bool,
+    true_false: bool,
+    garbled: bool = False,
+) -> str:
+    """An answer to a prompt that asks more than a score: the pass vote (pass when the score
+    reaches the middle of the scale; with `garbled`, a vote that is neither), and a score on
+    0..2 written as false, uncertain or true."""
+    fields: dict[str, Any] = {}
+    if true_false:
+        fields["answer"] = TRUE_FALSE_WORDS[int(score)]
+    else:
+        fields["score"] = format_score(score)
+    if vote:
+        fields["pass"] = GARBLED_VOTE if garbled else score >= (low + high) / 2
+    fields["reasoning"] = reasoning
+    if fmt in ("json", "fenced"):
+        as_json = json.dumps(fields)
+        return as_json if fmt == "json" else f"My assessment:\n```json\n{as_json}\n```"
+    lines = [f"Reasoning: {reasoning}"]
+    lines.append(f"Answer: {fields['answer']}" if true_false else f"Score: {fields['score']}")
+    if vote:
+        shown = fields["pass"]
+        lines.append(f"Pass: {shown if isinstance(shown, str) else ('yes' if shown else 'no')}")
+    return "\n".join(lines)
+
+
 def estimate_tokens(text: str) -> int:
     # The common four-characters-per-token rule of thumb; exact counts do not matter here.
     return max(1, math.ceil(len(text) / 4))

@@ -27,6 +27,7 @@ HOSTILE_KINDS: tuple[str, ...] = (
     "fractional-usage",  # usage with fractional token counts
     "absurd-usage",  # usage of a quadrillion tokens
     "markup-reasoning",  # reasoning with terminal markup, escape sequences, HTML and bidi
+    "garbled-vote",  # asked for a pass vote, answers one that is neither pass nor fail
 )
 # Rich markup, an unclosed tag, ANSI clear-screen and window-title sequences, a bell, HTML,
 # a right-to-left override and a fake newline record: all must reach a user as plain text.

@@ -19,9 +19,9 @@ import random
 import re
 from dataclasses import dataclass
 
-from jury.simulator.answers import reasoning_for
+from jury.simulator.answers import GARBLED_VOTE, reasoning_for
 from jury.simulator.personas import Persona, clamp, judge_score, round_half_up
-from jury.simulator.prompt_reading import PromptError, read_prompt
+from jury.simulator.prompt_reading import VOTE_MARK, PromptError, read_prompt
 
 _NUMBER = r"(-?\d+(?:\.\d+)?)"
 _DATA_BLOCK = re.compile(r"<data-([0-9a-fA-F]+)>(.*?)</data-\1>", re.DOTALL)
@@ -47,6 +47,7 @@ class ModePrompt:
     combined: bool
     outputs: tuple[str, ...]  # one output, or (shown first, shown second)
     data: str
+    vote: bool = False  # a pass vote asked beside each score (combined, one output)
 
     @property
     def paired(self) -> bool:
@@ -83,7 +84,8 @@ def read_mode_prompt(text: str) -> ModePrompt | None:
     if len(outputs) < 2:
         single_output = re.search(r"<output>(.*?)</output>", data, re.DOTALL)
         outputs = ((single_output.group(1) if single_output else data).strip(),)
-    return ModePrompt(criteria, combined=True, outputs=outputs, data=data)
+    vote = VOTE_MARK in instructions
+    return ModePrompt(criteria, combined=True, outputs=outputs, data=data, vote=vote)
 
 
 def _shown(score: float) -> int | float:
@@ -136,8 +138,10 @@ def answer_mode_prompt(
     t0_noise: float | None = None,
     group: str | None = None,
     group_error: float = 0.0,
+    garbled_vote: bool = False,
 ) -> str:
-    """The persona's JSON answer to a combined or pairwise prompt."""
+    """The persona's JSON answer to a combined or pairwise prompt; asked a vote, pass on each
+    criterion whose score reaches the middle of its scale (`garbled_vote`: neither)."""
     entries: dict[str, dict[str, object]] = {}
     for criterion in prompt.criteria:
         scores = _scores(
@@ -160,6 +164,9 @@ def answer_mode_prompt(
             }
         else:
             entries[criterion.name] = {"score": _shown(scores[0]), "reasoning": reasoning}
+            if prompt.vote:
+                passed = scores[0] >= (criterion.low + criterion.high) / 2
+                entries[criterion.name]["pass"] = GARBLED_VOTE if garbled_vote else passed
     if prompt.combined:
         return json.dumps({"scores": entries})
     (only,) = entries.values()

@@ -26,6 +26,9 @@ _SCALE = re.compile(
 # forged `</data-abc>` inside the data cannot end it early.
 _DATA_BLOCK = re.compile(r"<data-([0-9a-fA-F]+)>(.*?)</data-\1>", re.DOTALL)
 _OUTPUT_FIELD = re.compile(r"<output>(.*?)</output>", re.DOTALL)
+# How jury asks for a pass vote, and for true/false/uncertain (jury.worker.prompt_templates).
+VOTE_MARK = '"pass": <true'
+TRUE_FALSE_MARK = '"answer": "<true, false or uncertain>"'
 
 
 class PromptError(ValueError):
@@ -37,8 +40,12 @@ class JudgePrompt:
     criterion: str
     low: float
     high: float
-    data: str  # Everything inside the data block: untrusted text.
+    data: str  # Everything inside the data blocks: untrusted text.
     output_text: str  # The `<output>` field, or the whole data block when it has none.
+    # What the prompt asks beyond a score (jury.worker.prompt_templates): a pass vote, and
+    # true/false/uncertain instead of a score (read on 0..2: false, uncertain, true).
+    vote: bool = False
+    true_false: bool = False
 
 
 def messages_text(messages: object) -> str:
@@ -69,20 +76,26 @@ def read_prompt(text: str) -> JudgePrompt:
     The criterion and scale are read only outside data blocks, so an item cannot smuggle in
     its own `Criterion:` or `Scale:` line. A prompt without a data block is judged whole.
     """
-    block = _DATA_BLOCK.search(text)
-    data = block.group(2) if block else text
+    # A prompt template may fence each item field on its own: the blocks together are the data.
+    blocks = [m.group(2) for m in _DATA_BLOCK.finditer(text)]
+    data = "\n".join(blocks) if blocks else text
     instructions = _DATA_BLOCK.sub(" ", text)
 
     criterion = _CRITERION.search(instructions)
     if criterion is None:
         raise PromptError("the prompt has no 'Criterion: <id>' line")
+    true_false = TRUE_FALSE_MARK in instructions
     scale = _SCALE.search(instructions)
-    if scale is None:
+    if true_false:
+        low, high = 0.0, 2.0
+    elif scale is None:
         raise PromptError("the prompt has no 'Scale: <min> to <max>' line")
-    low, high = float(scale.group(1)), float(scale.group(2))
-    if low >= high:
-        raise PromptError(f"the scale minimum {scale.group(1)} is not below its maximum")
+    else:
+        low, high = float(scale.group(1)), float(scale.group(2))
+        if low >= high:
+            raise PromptError(f"the scale minimum {scale.group(1)} is not below its maximum")
 
     output = _OUTPUT_FIELD.search(data)
     output_text = (output.group(1) if output else data).strip()
-    return JudgePrompt(criterion.group(1), low, high, data, output_text)
+    vote = VOTE_MARK in instructions
+    return JudgePrompt(criterion.group(1), low, high, data, output_text, vote, true_false)

@@ -21,6 +21,7 @@ from jury.simulator.answers import (
     estimate_tokens,
     reasoning_for,
     render_answer,
+    render_asked,
 )
 from jury.simulator.batches import BATCHES_KEY, add_batch_routes, batch_stats, count_api_calls
 from jury.simulator.config import SimulatorConfig
@@ -188,6 +189,7 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
             t0_noise=config.t0_noise_for(model, persona.name),
             group=bias_group(model),
             group_error=config.group_error,
+            garbled_vote="garbled-vote" in config.hostile_for(model, persona.name),
         )
     else:
         prompt = completion.prompt
@@ -216,7 +218,19 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
         reasoning = reasoning_for(score, prompt.low, prompt.high)
         if "markup-reasoning" in hostile:
             reasoning = HOSTILE_REASONING
-        content = render_answer(fmt, score, reasoning)
+        if prompt.vote or prompt.true_false:
+            content = render_asked(
+                fmt,
+                score,
+                reasoning,
+                low=prompt.low,
+                high=prompt.high,
+                vote=prompt.vote,
+                true_false=prompt.true_false,
+                garbled="garbled-vote" in hostile,
+            )
+        else:
+            content = render_answer(fmt, score, reasoning)
         if "huge-answer" in hostile:
             content = huge_answer(score, config.huge_answer_chars)
     if config.ms_per_token > 0:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from sqlalchemy import case, delete, func, select, update
 from sqlalchemy.orm import Session
 
+from jury.schemas.judge_prompts import PassVote
 from jury.schemas.pairwise import PairwiseOutcome
 from jury.schemas.results import ConsensusMetrics, JudgeEvaluation, Level, SampleResult, Verdict
 from jury.schemas.status import BatchState
@@ -111,6 +112,7 @@ def _write_verdict(session: Session, entry: CellVerdict) -> bool:
         "passed": verdict.passed,
         "threshold": verdict.threshold,
         "error": verdict.error,
+        "pass_vote": verdict.pass_vote.model_dump() if verdict.pass_vote else None,
     }
     insert_ignoring_duplicates(session, JudgeAggregateRow, aggregate_rows)
     if verdict.pairwise is not None:
@@ -228,6 +230,7 @@ def _verdict_from_row(
         error=row.error,
         flag_reasons=row.flag_reasons or [],
         pairwise=pairwise,
+        pass_vote=PassVote.model_validate(row.pass_vote) if row.pass_vote else None,
     )
 
 

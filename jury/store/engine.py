@@ -7,7 +7,7 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-from sqlalchemy import Connection, Engine, create_engine, event, text
+from sqlalchemy import Connection, Engine, create_engine, event, inspect, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -67,6 +67,23 @@ def _create_schema(engine: Engine) -> None:
         if engine.dialect.name == "postgresql":
             connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _SCHEMA_LOCK})
         Base.metadata.create_all(connection)
+        _add_missing_columns(connection)
+
+
+def _add_missing_columns(connection: Connection) -> None:
+    """Add the nullable columns a newer jury declares to the tables an older one created
+    (`jury_samples.vote`, say): old rows read them as NULL, which means "not asked". A column
+    that must hold a value is never added here."""
+    inspector = inspect(connection)
+    for table in Base.metadata.sorted_tables:
+        if not inspector.has_table(table.name):
+            continue
+        present = {column["name"] for column in inspector.get_columns(table.name)}
+        for column in table.columns:
+            if column.name in present or not column.nullable or column.primary_key:
+                continue
+            kind = column.type.compile(dialect=connection.dialect)
+            connection.execute(text(f'ALTER TABLE {table.name} ADD COLUMN "{column.name}" {kind}'))
 
 
 def get_engine(url: str) -> Engine:

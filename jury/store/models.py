@@ -76,6 +76,7 @@ class SampleRow(_CellKey, Base):
     error: Mapped[str | None] = mapped_column(Text, nullable=True)
     error_kind: Mapped[str | None] = mapped_column(String(64), nullable=True)
     reasoning: Mapped[str | None] = mapped_column(Text, nullable=True)
+    vote: Mapped[bool | None] = mapped_column(nullable=True)
     attempts: Mapped[int] = mapped_column(Integer, default=1)
     latency_ms: Mapped[float] = mapped_column(Float, default=0.0)
     prompt_tokens: Mapped[int] = mapped_column(Integer, default=0)
@@ -131,6 +132,8 @@ class VerdictRow(_CellKey, Base):
     passed: Mapped[bool | None] = mapped_column(nullable=True)
     threshold: Mapped[float] = mapped_column(Float)
     error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    # With `pass_vote`: schemas.judge_prompts.PassVote as JSON.
+    pass_vote: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from typing import Any
 
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
@@ -186,14 +187,16 @@ def running_batches(sessions: Sessions, submitting: bool = True) -> list[str]:
         return list(session.scalars(select(BatchRow.id).where(BatchRow.status.in_(active))))
 
 
-def iter_item_ids(sessions: Sessions, batch_id: str, chunk: int = 500) -> Iterator[list[str]]:
-    """The batch's item ids in submission order, a chunk at a time."""
+def _iter_item_column(
+    sessions: Sessions, batch_id: str, column: Any, chunk: int
+) -> Iterator[list[Any]]:
+    """One column of the batch's item rows in submission order, a chunk at a time."""
     last = -1
     while True:
         with sessions() as session:
             rows = list(
                 session.execute(
-                    select(ItemRow.position, ItemRow.item_id)
+                    select(ItemRow.position, column)
                     .where(ItemRow.batch_id == batch_id, ItemRow.position > last)
                     .order_by(ItemRow.position)
                     .limit(chunk)
@@ -201,27 +204,19 @@ def iter_item_ids(sessions: Sessions, batch_id: str, chunk: int = 500) -> Iterat
             )
         if not rows:
             return
-        yield [item_id for _, item_id in rows]
+        yield [value for _, value in rows]
         last = rows[-1][0]
+
+
+def iter_item_ids(sessions: Sessions, batch_id: str, chunk: int = 500) -> Iterator[list[str]]:
+    """The batch's item ids in submission order, a chunk at a time."""
+    yield from _iter_item_column(sessions, batch_id, ItemRow.item_id, chunk)
 
 
 def iter_items(sessions: Sessions, batch_id: str, chunk: int = 500) -> Iterator[list[Item]]:
     """The batch's items in submission order, a chunk at a time."""
-    last = -1
-    while True:
-        with sessions() as session:
-            rows = list(
-                session.execute(
-                    select(ItemRow.position, ItemRow.payload)
-                    .where(ItemRow.batch_id == batch_id, ItemRow.position > last)
-                    .order_by(ItemRow.position)
-                    .limit(chunk)
-                )
-            )
-        if not rows:
-            return
-        yield [Item.model_validate(payload) for _, payload in rows]
-        last = rows[-1][0]
+    for payloads in _iter_item_column(sessions, batch_id, ItemRow.payload, chunk):
+        yield [Item.model_validate(payload) for payload in payloads]
 
 
 def reopen_batch(sessions: Sessions, batch_id: str) -> None:

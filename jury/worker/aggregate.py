@@ -27,7 +27,7 @@ from jury.store.cells import CellVerdict, save_cells
 from jury.store.escalations import is_escalated, mark_escalated
 from jury.store.repository import item_positions
 from jury.store.samples import pair_judgments, samples_of_cells
-from jury.worker.aggregation import build_verdict
+from jury.worker.aggregation import build_verdict, cell_pass_vote
 from jury.worker.runtime import WorkerRuntime
 
 log = logging.getLogger("jury.worker")
@@ -129,6 +129,8 @@ def _verdict(
     kept = [samples[key] for key in expected]
     dimension = config.dimension(cell.dimension)
     verdict = build_verdict(cell.item_id, dimension, panel, kept, config.aggregation)
+    if config.pass_vote:
+        verdict = verdict.model_copy(update={"pass_vote": cell_pass_vote(panel, kept)})
     if config.pairwise is not None:
         # A comparison has a winner, not a pass mark: `passed` is null.
         details = pair_judgments(runtime.sessions, cell)

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from jury.schemas.batch import Aggregation, Dimension, Judge
+from jury.schemas.judge_prompts import PassVote, pass_vote
 from jury.schemas.results import ConsensusMetrics, JudgeEvaluation, Level, SampleResult, Verdict
 from jury.stats.panel import across_models
 
@@ -211,3 +212,14 @@ def build_verdict(
         threshold=threshold,
         flag_reasons=reasons,
     )
+
+
+def cell_pass_vote(panel: Sequence[Judge], samples: Sequence[SampleResult]) -> PassVote:
+    """The judges' pass/fail votes on a cell: one per sample that scored (a failed sample
+    neither votes nor counts as a missing vote)."""
+    cells = unique_samples(samples)
+    votes: dict[str, list[bool | None]] = {}
+    for judge in panel:
+        mine = [cells.get((judge.name, i)) for i in range(judge.n)]
+        votes[judge.name] = [s.vote for s in mine if s is not None and s.ok]
+    return pass_vote(votes)

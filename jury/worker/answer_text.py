@@ -145,3 +145,33 @@ def reasoning_of(data: dict[str, Any]) -> str | None:
     lowered = {str(k).lower(): v for k, v in data.items()}
     found = next((str(lowered[k]) for k in REASON_KEYS if lowered.get(k) is not None), None)
     return found[:MAX_REASONING_CHARS] if found else None
+
+
+# The judge's pass vote (`pass_vote`): its keys, and the words that read as pass or fail.
+VOTE_KEYS = ("pass", "testpass", "passed")
+VOTE_WORDS = {
+    "true": True,
+    "pass": True,
+    "passed": True,
+    "yes": True,
+    "false": False,
+    "fail": False,
+    "failed": False,
+    "no": False,
+}
+
+
+def vote_word(value: Any) -> bool | None:
+    """A vote's value as pass (True) or fail (False); None when it is neither."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        return VOTE_WORDS.get(value.strip().lower())
+    return None
+
+
+def vote_in(data: dict[str, Any]) -> tuple[bool, bool | None]:
+    """(whether the mapping has a vote field, the vote it reads as)."""
+    keyed = {key(k): v for k, v in data.items()}
+    found = next((k for k in VOTE_KEYS if k in keyed), None)
+    return (False, None) if found is None else (True, vote_word(keyed[found]))

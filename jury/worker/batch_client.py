@@ -56,14 +56,10 @@ class Endpoint:
         return cls(base, key, model, (key, *secrets))
 
 
-def request_line(custom_id: str, endpoint: Endpoint, judge: Judge, messages: Any) -> str:
-    """One line of the batch input file, in OpenAI's format."""
-    body = {
-        "model": endpoint.model,
-        "messages": messages,
-        "temperature": judge.temperature,
-        "max_tokens": judge.max_tokens,
-    }
+def request_line(custom_id: str, endpoint: Endpoint, params: dict[str, Any], messages: Any) -> str:
+    """One line of the batch input file, in OpenAI's format; `params` are what a live call
+    would send besides its messages (jury.worker.llm_client.sampling_params)."""
+    body = {"model": endpoint.model, "messages": messages, **params}
     line = {"custom_id": custom_id, "method": "POST", "url": COMPLETIONS_ENDPOINT, "body": body}
     return json.dumps(line, ensure_ascii=False)
 

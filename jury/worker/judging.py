@@ -32,7 +32,15 @@ from jury.schemas.calls import Order
 from jury.schemas.errors import JudgeCallError, ScoreParseError
 from jury.schemas.pairwise import PairJudgment
 from jury.schemas.results import MAX_REASONING_CHARS, CellSample, SampleResult
-from jury.worker.parsing import DimensionAnswer, ParsedPair, ParsedScore, parse_answer
+from jury.worker.answer_forms import parse_templated
+from jury.worker.parsing import (
+    DimensionAnswer,
+    ParsedPair,
+    ParsedScore,
+    VotedScore,
+    parse_answer,
+)
+from jury.worker.prompt_templates import Asking, asked_messages
 from jury.worker.prompts import call_messages
 
 # The most a combined answer may take (the largest max_tokens a judge may set).
@@ -200,11 +208,25 @@ def _sample_of(
         )
         return CellSample(dimension=dimension, result=result, pair=judgment)
     (single,) = mine
-    assert isinstance(single, ParsedScore)
+    assert isinstance(single, ParsedScore | VotedScore)
     result = SampleResult(
-        judge=judge, sample=sample, score=single.score, reasoning=single.reasoning, **usage
+        judge=judge,
+        sample=sample,
+        score=single.score,
+        reasoning=single.reasoning,
+        vote=single.vote if isinstance(single, VotedScore) else None,
+        **usage,
     )
     return CellSample(dimension=dimension, result=result)
+
+
+def asking_judge(judge: Judge, parts: int) -> Judge:
+    """The judge as one call of `parts` dimensions asks it, live or in a provider batch's
+    line: `max_tokens` is what one dimension's answer may take, so a combined answer may take
+    them all."""
+    if parts <= 1:
+        return judge
+    return judge.model_copy(update={"max_tokens": min(MAX_ANSWER_TOKENS, judge.max_tokens * parts)})
 
 
 def task_messages(
@@ -212,9 +234,22 @@ def task_messages(
     dimensions: Sequence[Dimension],
     orders: Sequence[Order | None],
     reasoning_first: bool = False,
+    asking: Asking | None = None,
 ) -> list[list[dict[str, str]]]:
-    """The messages of each call one task makes: one per order shown."""
-    return [call_messages(item, dimensions, order, reasoning_first) for order in orders]
+    """The messages of each call one task makes: one per order shown. A judge `asking` more
+    than a score (a vote, a scoring or prompt template) makes one call on one criterion."""
+    if asking is not None and _one_criterion_asked(asking, dimensions, orders):
+        return [asked_messages(item, dimensions[0], asking)]
+    vote = asking is not None and asking.pass_vote
+    return [call_messages(item, dimensions, order, reasoning_first, vote) for order in orders]
+
+
+def _one_criterion_asked(
+    asking: Asking, dimensions: Sequence[Dimension], orders: Sequence[Order | None]
+) -> bool:
+    """Whether the call is one criterion on one output asked more than a score (a combined
+    call asks a vote per criterion; the batch refuses templates there)."""
+    return not asking.plain and len(dimensions) == 1 and tuple(orders) == (None,)
 
 
 async def judge_call(
@@ -226,25 +261,28 @@ async def judge_call(
     call: CallJudge,
     policy: RetryPolicy,
     sleep: Sleep = asyncio.sleep,
+    asking: Asking | None = None,
 ) -> list[CellSample]:
     """One task's calls (`messages`, one per order in `orders`): a sample per dimension, each
     a score or an error, never a raise (except the limiter's Deferred, which means nothing was
-    called yet)."""
+    called yet). `asking`: what the messages asked beyond a score (how to read the answer)."""
     tally = CallTally()
     parts = len(dimensions)
-    # `max_tokens` is what one dimension's answer may take: a combined answer holds them all.
-    asking = judge
-    if parts > 1:
-        asking = judge.model_copy(
-            update={"max_tokens": min(MAX_ANSWER_TOKENS, judge.max_tokens * parts)}
-        )
+    sized = asking_judge(judge, parts)
     paired = tuple(orders) != (None,)
+
+    def parse(text: str) -> dict[str, DimensionAnswer]:
+        if asking is not None and _one_criterion_asked(asking, dimensions, orders):
+            return parse_templated(text, dimensions[0], asking.scoring, asking.pass_vote)
+        vote = asking is not None and asking.pass_vote
+        return parse_answer(text, dimensions, paired, vote=vote)
+
     try:
         answers = [
             await ask(
-                asking,
+                sized,
                 one_call,
-                lambda text: parse_answer(text, dimensions, paired),
+                parse,
                 call,
                 policy,
                 tally,

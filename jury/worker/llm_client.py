@@ -83,6 +83,17 @@ def supports_json_mode(model: str) -> bool:
     return "response_format" in params
 
 
+def sampling_params(judge: Judge) -> dict[str, Any]:
+    """What a call asks of the model besides its messages. A live call and a provider batch's
+    line send the same, so that both are the same call: the result cache serves either's
+    answer to the other (jury.worker.cache)."""
+    params: dict[str, Any] = {"temperature": judge.temperature, "max_tokens": judge.max_tokens}
+    # A candidate generating an output (worker.generation) is asked for free text.
+    if getattr(judge, "json_answer", True) and supports_json_mode(judge.model):
+        params["response_format"] = {"type": "json_object"}
+    return params
+
+
 def resolve_api_key(judge: Judge) -> str | None:
     """The judge's key, read from the environment at call time; it goes nowhere else."""
     if judge.api_key_env:
@@ -184,15 +195,11 @@ async def complete(judge: Judge, messages: list[dict[str, str]]) -> LLMReply:
     kwargs: dict[str, Any] = {
         "model": judge.model,
         "messages": messages,
-        "temperature": judge.temperature,
-        "max_tokens": judge.max_tokens,
+        **sampling_params(judge),
         "timeout": judge.timeout_s,
         "num_retries": 0,
         "max_retries": 0,
     }
-    # A candidate generating an output (worker.generation) is asked for free text.
-    if getattr(judge, "json_answer", True) and supports_json_mode(judge.model):
-        kwargs["response_format"] = {"type": "json_object"}
     if judge.api_base:
         kwargs["api_base"] = judge.api_base
     if api_key:

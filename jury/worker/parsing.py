@@ -37,6 +37,7 @@ from jury.worker.answer_text import (
     reasoning_of,
     score_in,
     score_value,
+    vote_in,
 )
 
 _SCORE_TAG = re.compile(rf"<score>\s*{VALUE}\s*</score>", re.IGNORECASE)
@@ -55,6 +56,15 @@ _REASONING_LINE = re.compile(r"^\s*(?:reasoning|rationale|explanation)\s*:\s*(.+
 class ParsedScore(NamedTuple):
     score: float
     reasoning: str | None
+
+
+class VotedScore(NamedTuple):
+    """A score with the judge's pass (True) or fail (False) beside it, None when its vote
+    was missing or garbled (`pass_vote`, jury.worker.answer_forms)."""
+
+    score: float
+    reasoning: str | None
+    vote: bool | None
 
 
 def _agreed(values: list[float], form: str) -> float:
@@ -206,7 +216,7 @@ def _agreed_line(values: list[str], scale: Scale) -> float:
     return scores.pop()
 
 
-DimensionAnswer = ParsedScore | ParsedPair | ScoreParseError
+DimensionAnswer = ParsedScore | VotedScore | ParsedPair | ScoreParseError
 
 
 def _scores_mapping(text: str, names: Sequence[str]) -> dict[str, Any] | None:
@@ -219,7 +229,9 @@ def _scores_mapping(text: str, names: Sequence[str]) -> dict[str, Any] | None:
     return None
 
 
-def _dimension_answer(value: Any, dimension: Dimension, paired: bool) -> DimensionAnswer:
+def _dimension_answer(
+    value: Any, dimension: Dimension, paired: bool, vote: bool = False
+) -> DimensionAnswer:
     scale = dimension.resolved_scale
     try:
         if paired:
@@ -230,15 +242,16 @@ def _dimension_answer(value: Any, dimension: Dimension, paired: bool) -> Dimensi
             first = _checked(pair[0], scale, f"{dimension.name}, output_1")
             second = _checked(pair[1], scale, f"{dimension.name}, output_2")
             return ParsedPair(first, second, reasoning)
-        reasoning = None
+        reasoning, voted = None, None
         if isinstance(value, dict):
+            voted = vote_in(value)[1]
             field = score_in(value)
             if field is None:
                 raise ScoreParseError(f"{dimension.name}: no score")
             value, reasoning = field
-        number = score_value(value, scale)
+        number = _checked(score_value(value, scale), scale, dimension.name)
         reasoning = reasoning[:MAX_REASONING_CHARS] if reasoning else None
-        return ParsedScore(_checked(number, scale, dimension.name), reasoning)
+        return VotedScore(number, reasoning, voted) if vote else ParsedScore(number, reasoning)
     except ScoreParseError as exc:
         if not str(exc).startswith(dimension.name):
             return ScoreParseError(f"{dimension.name}: {exc}", kind=exc.kind)
@@ -266,10 +279,11 @@ def _cut_short_scores(text: str, dimensions: Sequence[Dimension], paired: bool) 
 
 
 def parse_combined(
-    text: str | None, dimensions: Sequence[Dimension], paired: bool = False
+    text: str | None, dimensions: Sequence[Dimension], paired: bool = False, vote: bool = False
 ) -> dict[str, DimensionAnswer]:
     """Each dimension's score (or pair of scores) in a combined answer, or that dimension's
-    own error; ScoreParseError if the answer scores no dimension at all."""
+    own error; ScoreParseError if the answer scores no dimension at all. With `vote`, each
+    score comes with the judge's pass vote on that dimension (None when it gave none)."""
     if not text or not text.strip():
         raise ScoreParseError("the judge answered with empty text")
     mapping = _scores_mapping(text, [d.name for d in dimensions])
@@ -282,7 +296,7 @@ def parse_combined(
     for dimension in dimensions:
         if key(dimension.name) in by_key:
             answers[dimension.name] = _dimension_answer(
-                by_key[key(dimension.name)], dimension, paired
+                by_key[key(dimension.name)], dimension, paired, vote
             )
         else:
             answers[dimension.name] = ScoreParseError(
@@ -292,12 +306,13 @@ def parse_combined(
 
 
 def parse_answer(
-    text: str, dimensions: Sequence[Dimension], paired: bool
+    text: str, dimensions: Sequence[Dimension], paired: bool, vote: bool = False
 ) -> dict[str, DimensionAnswer]:
     """Each dimension's score (or pair of scores) in an answer, or that dimension's own error;
-    ScoreParseError when the answer is of no use at all."""
+    ScoreParseError when the answer is of no use at all. `vote`: read each dimension's pass
+    vote too (a combined answer; one criterion's is read by jury.worker.answer_forms)."""
     if len(dimensions) > 1:
-        return parse_combined(text, dimensions, paired=paired)
+        return parse_combined(text, dimensions, paired=paired, vote=vote)
     (dimension,) = dimensions
     scale = dimension.resolved_scale
     found = parse_pair(text, scale) if paired else parse_score(text, scale)

@@ -44,6 +44,7 @@ from jury.worker.cache import cache_key, cached_samples
 from jury.worker.gating import Deferred, GatedCall
 from jury.worker.heuristics import measure
 from jury.worker.judging import internal_error, judge_call, task_messages
+from jury.worker.prompt_templates import asking_of
 from jury.worker.runtime import WorkerRuntime
 
 log = logging.getLogger("jury.worker")
@@ -200,7 +201,8 @@ def _prepare(runtime: WorkerRuntime, ref: SampleRef) -> _Prepared | str:
     dimensions = [config.dimension(name) for name in spec.dimensions]
     if judge.heuristic is not None:  # no call: no messages, nothing worth caching
         return _Prepared(config, judge, spec, dimensions, item, [], None)
-    messages = task_messages(item, dimensions, spec.orders, judge.reasoning_first)
+    asking = asking_of(config, judge)
+    messages = task_messages(item, dimensions, spec.orders, judge.reasoning_first, asking)
     key = cache_key(judge, item, messages, ref.sample) if config.cache else None
     return _Prepared(config, judge, spec, dimensions, item, messages, key)
 
@@ -226,6 +228,7 @@ async def _call(runtime: WorkerRuntime, ref: SampleRef, prepared: _Prepared) -> 
             ref.sample,
             gated,
             runtime.policy,
+            asking=asking_of(prepared.config, prepared.judge),
         )
     except Deferred:
         raise  # the task comes back later; nothing was called, nothing is stored

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from jury.schemas.batch import Dimension, Item
 from jury.schemas.calls import Order
@@ -86,25 +87,48 @@ def fenced_data(
     return lines, nonce
 
 
+@dataclass(frozen=True)
+class Wording:
+    """How a one-criterion prompt words the criterion and the answer it asks for. The default
+    asks for a score on the criterion's scale; jury.worker.prompt_templates words the other
+    scoring templates, the pass vote and a template of the user's own (`body`, whose item
+    values it fenced already)."""
+
+    rubric: str | None = None  # None: the criterion's description
+    scale_line: str | None = None  # None: "Scale: <min> to <max> (…)"
+    answer: tuple[tuple[str, str], ...] = ()  # (): the score on the scale, then the reasoning
+    body: tuple[str, ...] | None = None  # replaces criterion, rubric, scale and data lines
+
+
 def build_messages(
-    item: Item, dimension: Dimension, reasoning_first: bool = False
+    item: Item, dimension: Dimension, reasoning_first: bool = False, wording: Wording = Wording()
 ) -> list[dict[str, str]]:
     low, high = scale_text(dimension)
-    fields = [(name, getattr(item, name)) for name in _FIELDS if getattr(item, name) is not None]
-    data, nonce = fenced_data(item, fields, [dimension.name])
-    lines = [
-        f"Criterion: {dimension.name}",
-        f"Rubric: {dimension.description}",
-        f"Scale: {low} to {high} ({low} = worst, {high} = best)",
-        *data,
-    ]
     reasoning = ("reasoning", '"<one or two sentences>"')
-    answer = json_shape([("score", f"<number from {low} to {high}>"), reasoning], reasoning_first)
+    if wording.body is None:
+        fields = [(n, getattr(item, n)) for n in _FIELDS if getattr(item, n) is not None]
+        data, nonce = fenced_data(item, fields, [dimension.name])
+        lines = [
+            f"Criterion: {dimension.name}",
+            f"Rubric: {dimension.description if wording.rubric is None else wording.rubric}",
+            wording.scale_line or f"Scale: {low} to {high} ({low} = worst, {high} = best)",
+            *data,
+        ]
+        target = f"the output inside <data-{nonce}>"
+    else:
+        lines, target = list(wording.body), "the output"
+    pairs = list(wording.answer) or [("score", f"<number from {low} to {high}>"), reasoning]
+    answer = json_shape(pairs, reasoning_first)
     lines.append(
-        f"Judge the output inside <data-{nonce}> on the criterion {dimension.name!r} only. "
+        f"Judge {target} on the criterion {dimension.name!r} only. "
         f"Answer with JSON only: {answer}" + (f" {REASON_FIRST}" if reasoning_first else "")
     )
-    shape = json_shape([("score", "<number>"), reasoning], reasoning_first)
+    # The system message shows the answer's shape; the user message its ranges.
+    shape = (
+        answer
+        if wording.answer
+        else json_shape([("score", "<number>"), reasoning], reasoning_first)
+    )
     return [
         {"role": "system", "content": _system(SYSTEM_PROMPT, shape, reasoning_first)},
         {"role": "user", "content": "\n".join(lines)},
@@ -184,13 +208,19 @@ def pairwise_messages(
     ]
 
 
+# With `pass_vote`, a judge says pass or fail beside each score (jury.worker.prompt_templates).
+VOTE_ASK = "<true if the output passes on this criterion, else false>"
+
+
 def combined_messages(
     item: Item,
     dimensions: Sequence[Dimension],
     order: Order | None = None,
     reasoning_first: bool = False,
+    pass_vote: bool = False,
 ) -> list[dict[str, str]]:
-    """Every dimension in one prompt; with `order`, two outputs and a pair of scores each."""
+    """Every dimension in one prompt; with `order`, two outputs and a pair of scores each;
+    with `pass_vote` (one output), a pass vote beside each score."""
     criteria = []
     for dimension in dimensions:
         low, high = scale_text(dimension)
@@ -199,10 +229,11 @@ def combined_messages(
             f"{_one_line(dimension.description)}"
         )
     *body, nonce = _item_lines(item, dimensions, order)
+    vote = [("pass", VOTE_ASK)] if pass_vote else []
     if order is None:
         target = "the output"
         shape = json_shape(
-            [("score", "<number on its scale>"), ("reasoning", '"<one sentence>"')],
+            [("score", "<number on its scale>"), *vote, ("reasoning", '"<one sentence>"')],
             reasoning_first,
         )
     else:
@@ -224,7 +255,7 @@ def combined_messages(
     ]
     if order is None:
         one = json_shape(
-            [("score", "<number>"), ("reasoning", '"<one sentence>"')], reasoning_first
+            [("score", "<number>"), *vote, ("reasoning", '"<one sentence>"')], reasoning_first
         )
         answer = '{"scores": {"<criterion>": ' + one + ", …}}"
         system = _system(COMBINED_SYSTEM_PROMPT, answer, reasoning_first)
@@ -238,11 +269,12 @@ def call_messages(
     dimensions: Sequence[Dimension],
     order: Order | None = None,
     reasoning_first: bool = False,
+    pass_vote: bool = False,
 ) -> list[dict[str, str]]:
     """The messages of one call: `dimensions` scored on the item's output, or on its pair of
-    outputs shown in `order`."""
+    outputs shown in `order`. (One criterion asked a vote is worded by prompt_templates.)"""
     if len(dimensions) > 1:
-        return combined_messages(item, dimensions, order, reasoning_first)
+        return combined_messages(item, dimensions, order, reasoning_first, pass_vote)
     (dimension,) = dimensions
     return (
         build_messages(item, dimension, reasoning_first)

@@ -28,10 +28,11 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from jury.schemas.batch import Judge
-from jury.schemas.calls import call_spec
+from jury.schemas.batch import BatchConfig, Judge
+from jury.schemas.calls import CallSpec, call_spec
 from jury.schemas.errors import JudgeCallError, PermanentJudgeError
 from jury.schemas.item_dimensions import item_dimension_names
+from jury.schemas.placeholders import call_settings
 from jury.schemas.provider_batches import ENDED, OPEN, PROVIDER_FINAL, SUBMITTING
 from jury.schemas.results import CellSample
 from jury.schemas.settings import judge_lanes
@@ -42,8 +43,9 @@ from jury.store.samples import SampleWrite
 from jury.worker.batch_client import BatchClient, Endpoint, request_line
 from jury.worker.batch_lines import BatchReply, Recorded, ended_without, read_line, token_prices
 from jury.worker.cache import cache_key
-from jury.worker.judging import RetryPolicy, judge_call
+from jury.worker.judging import RetryPolicy, asking_judge, judge_call
 from jury.worker.pipeline import _Write, store_writes
+from jury.worker.prompt_templates import asking_of
 from jury.worker.runtime import WorkerRuntime
 
 log = logging.getLogger("jury.batch_api")
@@ -139,13 +141,16 @@ class ProviderBatches:
         self, intent: store.ProviderBatch, requests: list[store.Request], resumed: bool
     ) -> None:
         sessions = self.runtime.sessions
-        judge = self.runtime.config(intent.batch_id).judge(intent.judge)
+        config = self.runtime.config(intent.batch_id)
+        judge = config.judge(intent.judge)
         try:
             client = self._client(judge)
             found = client.find(intent.id) if resumed else None
             if found is None:
+                params = self._line_params(judge, [self._spec(config, r) for r in requests])
                 lines = [
-                    request_line(r.custom_id, client.endpoint, judge, r.messages) for r in requests
+                    request_line(r.custom_id, client.endpoint, p, r.messages)
+                    for r, p in zip(requests, params, strict=True)
                 ]
                 file_id = client.upload(f"{intent.id}.jsonl", ("\n".join(lines) + "\n").encode())
                 found = client.create(file_id, intent.id)
@@ -166,6 +171,28 @@ class ProviderBatches:
             next_poll_at=poll_at,
         )
         log.info("provider batch %s: %d requests as %s", intent.id, len(requests), found["id"])
+
+    def _spec(self, config: BatchConfig, request: store.Request) -> CallSpec:
+        """The request's task spec; its item is read only when items choose their criteria
+        (a combined call scores the item's own dimensions)."""
+        if not (config.mode == "combined" and config.per_item_dimensions):
+            return call_spec(config, request.dimension)
+        item = self.runtime.item(request.batch_id, request.item_id)
+        return call_spec(config, request.dimension, item_dimension_names(config, item))
+
+    @staticmethod
+    def _line_params(judge: Judge, specs: list[CallSpec]) -> list[dict[str, Any]]:
+        """What each request's line sends besides its messages: what a live call of the same
+        task sends (a combined call's larger max_tokens, JSON mode), so it is the same call."""
+        from jury.worker.llm_client import sampling_params  # the worker has litellm loaded
+
+        expanded, _ = call_settings(judge, os.environ)
+        by_parts: dict[int, dict[str, Any]] = {}
+        for spec in specs:
+            parts = len(spec.dimensions)
+            if parts not in by_parts:
+                by_parts[parts] = sampling_params(asking_judge(expanded, parts))
+        return [by_parts[len(spec.dimensions)] for spec in specs]
 
     # -- polling -------------------------------------------------------------------------
     def poll(self) -> None:
@@ -323,6 +350,7 @@ class ProviderBatches:
                 ref.sample,
                 Recorded(replies),
                 once,
+                asking=asking_of(config, config.judge(ref.judge)),
             )
         return out
 

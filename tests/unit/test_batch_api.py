@@ -126,3 +126,48 @@ def test_requests_are_stored_once_claimed_whole_and_asked_again_on_resume(tmp_pa
     assert mark_done(sessions, "p1", [r.id for r in claimed[1]]) == 2
     assert mark_done(sessions, "p1", [r.id for r in claimed[1]]) == 0  # a second poller
     assert record_requests(sessions, rows) == 2  # `jury resume`: asked again
+
+
+@pytest.mark.parametrize("dimensions", [["relevance"], ["relevance", "tone", "accuracy"]])
+def test_a_batch_line_is_the_call_a_live_task_makes(
+    monkeypatch: pytest.MonkeyPatch, dimensions: list[str]
+) -> None:
+    """Whatever a live call of a task sends besides the model (temperature, a combined call's
+    larger max_tokens, JSON mode) its provider batch line sends too: the same call, which is
+    why the result cache may serve either's answer to the other."""
+    import asyncio
+    import json
+
+    from jury.schemas.batch import Dimension
+    from jury.schemas.calls import CallSpec
+    from jury.worker import llm_client
+    from jury.worker.batch_client import Endpoint, request_line
+    from jury.worker.judging import RetryPolicy, judge_call
+    from jury.worker.provider_batches import ProviderBatches
+
+    sent: list[dict[str, Any]] = []
+
+    async def acompletion(**kwargs: Any) -> Any:
+        sent.append(kwargs)
+        raise RuntimeError("no network in a unit test")
+
+    monkeypatch.setattr(llm_client.litellm, "acompletion", acompletion)
+    judge = Judge(
+        model="openai/gpt-4o-mini",
+        api_base="http://127.0.0.1:9/v1",
+        batch_api=True,
+        temperature=0.3,
+        max_tokens=300,
+    )
+    scored = [Dimension(name=name, description=f"Is it {name}?") for name in dimensions]
+    asyncio.run(
+        judge_call(judge, scored, [None], [MESSAGES], 0, llm_client.complete, RetryPolicy(1))
+    )
+    (live,) = sent
+    (params,) = ProviderBatches._line_params(judge, [CallSpec(tuple(dimensions))])
+    line = json.loads(request_line("c", Endpoint.of(judge), params, MESSAGES))
+    body = line["body"]
+    assert body.pop("model") == "gpt-4o-mini" and body.pop("messages") == MESSAGES
+    assert body == {k: live[k] for k in body} and set(body) >= {"temperature", "max_tokens"}
+    assert body["max_tokens"] == 300 * len(dimensions)
+    assert body.get("response_format") == live.get("response_format") == {"type": "json_object"}

@@ -127,6 +127,7 @@ def test_a_hit_is_the_stored_answer_marked_cached_and_free() -> None:
         "error": None,
         "error_kind": None,
         "reasoning": "Relevant.",
+        "vote": None,
         "attempts": 0,
         "latency_ms": 0.0,
         "prompt_tokens": 120,
