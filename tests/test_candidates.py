@@ -275,6 +275,8 @@ def test_resume_queues_the_generation_an_item_lacks(
     create_batch(sessions, batch_id, source.config, "test", 2, 2)
     add_items(sessions, batch_id, enumerate(source.items()))
     start_batch(sessions, batch_id, n_items=2, n_cells=2)  # nothing was queued: all lost
+    early = CliRunner().invoke(jury, ["show", batch_id, "a"], env=sqlite_workers.to_env())
+    assert early.exit_code != 0 and "has no output yet" in early.output
     shown = CliRunner().invoke(jury, ["resume", batch_id], env=sqlite_workers.to_env())
     assert shown.exit_code == 0, shown.output
     assert "re-enqueued 0 samples in 0 cells" in shown.output
@@ -283,6 +285,10 @@ def test_resume_queues_the_generation_an_item_lacks(
     assert answered(simulator, writer) == 2
     assert answered(simulator, judge) == 2
     assert_exactly_once(sqlite_workers, batch_id)
+    shown = CliRunner().invoke(jury, ["show", batch_id, "a"], env=sqlite_workers.to_env())
+    assert (
+        shown.exit_code == 0 and "output:" in shown.output and "Who approves leave?" in shown.output
+    )
 
 
 def test_three_candidates_are_ranked_from_every_pair(

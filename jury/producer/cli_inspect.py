@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import click
+from pydantic import ValidationError
 from rich import box
 from rich.table import Table
 from rich.text import Text
@@ -82,6 +83,11 @@ def show(batch_id: str, item_id: str, dimension: str | None) -> None:
         item = load_item(sessions, batch_id, item_id)
     except UnknownBatchError:
         fail(f"batch {batch_id} has no item {item_id!r}; `jury results {batch_id}` lists its items")
+    except ValidationError:  # stored without an output: a batch's candidates write it
+        fail(
+            f"item {item_id!r} of batch {batch_id} has no output yet: the batch's candidates "
+            f"have not all answered its input (`jury status {batch_id}`)"
+        )
     dimensions = [dimension] if dimension else [d.name for d in config.dimensions]
     verdicts = item_verdicts(sessions, batch_id, item_id)
     samples = item_samples(sessions, batch_id, item_id, dimension)
