@@ -84,9 +84,11 @@ def item_judge_refs(batch_id: str, config: BatchConfig, item: Item) -> Iterator[
 async def generate_task(runtime: WorkerRuntime, ref: GenerationRef) -> str:
     """Generate (unless stored already), store, and queue the judging the answer completes;
     returns what happened, for the task's result."""
-    if runtime.state(ref.batch_id).skips_work:
-        return f"skipped: batch {runtime.state(ref.batch_id).value}"
-    config = runtime.config(ref.batch_id)
+    # The store's reads run off the loop, as a judge task's preparation does.
+    state = await runtime.in_store(runtime.state, ref.batch_id)
+    if state.skips_work:
+        return f"skipped: batch {state.value}"
+    config = await runtime.in_store(runtime.config, ref.batch_id)
     out_of_budget = await runtime.in_store(runtime.out_of_budget, ref.batch_id, config)
     if out_of_budget:  # `jury resume --max-cost-usd` queues the generation again
         return f"skipped: {out_of_budget}"
@@ -99,8 +101,8 @@ async def generate_task(runtime: WorkerRuntime, ref: GenerationRef) -> str:
             item_input, runtime.sessions, ref.batch_id, ref.item_id, names
         )
         generation = await answer(runtime, candidate, text or "")
-        if generation.cost_usd:
-            runtime.budget.spend(ref.batch_id, generation.cost_usd)
+        if generation.cost_usd:  # Redis: off the loop, as the judge tasks' spend
+            await runtime.in_store(runtime.budget.spend, ref.batch_id, generation.cost_usd)
     items = await runtime.in_store(
         record_generation, runtime.sessions, ref.batch_id, ref.item_id, generation, names
     )
@@ -110,7 +112,7 @@ async def generate_task(runtime: WorkerRuntime, ref: GenerationRef) -> str:
         return outcome
     refs = [r for item in items for r in item_judge_refs(ref.batch_id, config, item)]
     try:
-        runtime.queue_tasks(config, refs)
+        await runtime.in_store(runtime.queue_tasks, config, refs)
     except Exception:
         await runtime.in_store(release_claim, runtime.sessions, ref.batch_id, ref.item_id)
         raise
