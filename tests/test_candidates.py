@@ -335,3 +335,29 @@ def test_three_candidates_are_ranked_from_every_pair(
     assert {row["output"] for row in ranked["overall"]} == set(names)
     assert set(ranked["items"]) == {"q1", "q2"}
     assert_exactly_once(sqlite_workers, batch_id)
+
+
+def test_an_llm_candidate_that_fails_has_its_error_judged(
+    tmp_path: Path, sqlite_workers: Settings, simulator: ManagedProcess
+) -> None:
+    """A model the provider does not have (the simulator answers 404): a permanent error,
+    not retried, stored as the answer and judged."""
+    mark = tag()
+    judge = tagged("balanced", f"j{mark}")
+    spec = {
+        "judges": [{"model": judge, "n": 1, "api_base": simulator.url}],
+        "dimensions": ["relevance"],
+        "candidates": [
+            {"name": "gone", "model": f"openai/nobody@{mark}", "api_base": simulator.url}
+        ],
+        "items": [{"id": "q1", "input": "Pay day?"}],
+    }
+    batch_id = run_batch(sqlite_workers, write(tmp_path, spec))
+    sessions = session_factory(sqlite_workers.database_url)
+    [(item_id, generation)] = generations(sessions, batch_id)
+    assert generation.error_kind is not None
+    assert generation.text.startswith(f"[ERROR {generation.error_kind}]")
+    assert "nobody" in generation.text  # the provider's message, as the evaluator keeps it
+    assert load_item(sessions, batch_id, item_id).output == generation.text
+    assert answered(simulator, judge) == 1  # the error judged like an answer
+    assert_exactly_once(sqlite_workers, batch_id)
