@@ -83,6 +83,38 @@ def supports_json_mode(model: str) -> bool:
     return "response_format" in params
 
 
+# Every rate LiteLLM may price a chat call with: an unpriced model registered at zero on all of
+# them is free in LiteLLM's eyes too, and its zero-cost check stays quiet.
+_ZERO_RATES = (
+    "input_cost_per_token",
+    "output_cost_per_token",
+    "cache_read_input_token_cost",
+    "cache_creation_input_token_cost",
+)
+
+
+@functools.lru_cache(maxsize=256)
+def price_unpriced_model(model: str) -> bool:
+    """Register `model` in LiteLLM's price map at zero if the map has no price for it (a local
+    server, the simulator); returns whether it did. Such a call costs nothing known either way
+    (LiteLLM answers no cost, jury stores 0), but LiteLLM searches its whole map for a match,
+    twice per call, when pricing an unmapped model: ~0.8 ms of CPU per call, against ~0.2 ms
+    for a mapped one. A model LiteLLM does price is left untouched. Once per model and process.
+    """
+    try:
+        litellm.get_model_info(model)
+        return False
+    except Exception:
+        pass
+    try:
+        provider = litellm.get_llm_provider(model)[1]
+        entry: dict[str, Any] = dict.fromkeys(_ZERO_RATES, 0.0)
+        litellm.register_model({model: {**entry, "litellm_provider": provider, "mode": "chat"}})
+    except Exception:
+        return False  # LiteLLM merely keeps searching, as before
+    return True
+
+
 def resolve_api_key(judge: Judge) -> str | None:
     """The judge's key, read from the environment at call time; it goes nowhere else."""
     if judge.api_key_env:
@@ -190,6 +222,7 @@ async def complete(judge: Judge, messages: list[dict[str, str]]) -> LLMReply:
         "num_retries": 0,
         "max_retries": 0,
     }
+    price_unpriced_model(judge.model)
     if supports_json_mode(judge.model):
         kwargs["response_format"] = {"type": "json_object"}
     if judge.api_base:
