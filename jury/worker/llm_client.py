@@ -233,7 +233,9 @@ async def complete(judge: Judge, messages: list[dict[str, str]]) -> LLMReply:
     try:
         # One deadline for the whole call, connecting and receiving included: LiteLLM's own
         # timeout bounds each read, so a server trickling its answer would never time out.
-        response = await asyncio.wait_for(litellm.acompletion(**kwargs), judge.timeout_s)
+        # asyncio.timeout, not wait_for: the same deadline without a second task per call.
+        async with asyncio.timeout(judge.timeout_s):
+            response = await litellm.acompletion(**kwargs)
     except TimeoutError:
         raise TransientJudgeError(
             f"no complete answer within timeout_s={judge.timeout_s:g} s", kind="timeout"
