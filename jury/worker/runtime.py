@@ -88,12 +88,15 @@ class WorkerRuntime:
         self._groups: dict[object, Grouped[Any, Any]] = {}
 
     def grouped(
-        self, operation: Callable[[WorkerRuntime, Sequence[Any]], Awaitable[list[Any]]]
+        self,
+        operation: Callable[[WorkerRuntime, Sequence[Any]], Awaitable[list[Any]]],
+        linger_s: float = 0.0,
     ) -> Grouped[Any, Any]:
         """The process's group-commit queue for a store operation (jury.worker.grouping)."""
         group = self._groups.get(operation)
         if group is None:
-            group = self._groups[operation] = Grouped(lambda items: operation(self, items))
+            run = functools.partial(operation, self)
+            group = self._groups[operation] = Grouped(run, linger_s=linger_s)
         return group
 
     async def in_store(self, function: Callable[..., T], *args: Any) -> T:
