@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import functools
+import gc
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -46,6 +47,18 @@ STATE_TTL_S = 2.0
 STORE_THREADS = 1
 
 
+@functools.cache
+def freeze_startup_heap() -> int:
+    """Move every object alive once the worker's imports are done (LiteLLM's alone are some
+    300,000: its price map, its providers' configs) out of the garbage collector's sight, once
+    per process; returns how many. They live as long as the process anyway, but every full
+    collection walked them all: 1.6 ms of a worker's CPU per judgment went to the collector in
+    bench/throughput, 0.6 ms once frozen. What is created later is collected as before."""
+    gc.collect()  # no garbage of the imports is frozen with them
+    gc.freeze()
+    return gc.get_freeze_count()
+
+
 class WorkerRuntime:
     def __init__(
         self,
@@ -67,6 +80,7 @@ class WorkerRuntime:
             from jury.worker.llm_client import complete  # imports litellm: once, at first use
 
             call = complete
+            freeze_startup_heap()
         self.call = call
         self.loop = loop or EventLoopThread()
         self.store_threads = concurrent.futures.ThreadPoolExecutor(
