@@ -14,7 +14,7 @@ from jury.producer.services import ManagedProcess, start_simulator
 from jury.schemas.batch import Dimension, Item, Judge
 from jury.schemas.errors import PermanentJudgeError, TransientJudgeError
 from jury.worker.judging import RetryPolicy, judge_call, task_messages
-from jury.worker.llm_client import LLMReply, complete
+from jury.worker.llm_client import LLMReply, complete, price_unpriced_model
 from jury.worker.loop import EventLoopThread
 from jury.worker.prompts import build_messages
 
@@ -58,6 +58,24 @@ def test_reply_has_text_usage_and_latency(simulator: ManagedProcess) -> None:
     assert json.loads(reply.text)["score"] in {1, 2, 3, 4, 5}
     assert reply.prompt_tokens > 100 and reply.completion_tokens > 0
     assert reply.latency_ms > 0 and reply.cost_usd == 0.0  # the simulator has no price
+
+
+def test_an_unpriced_model_is_registered_free_and_a_priced_one_left_alone(
+    simulator: ManagedProcess,
+) -> None:
+    # LiteLLM searched its whole price map for a match at every call of an unmapped model.
+    import litellm
+
+    assert "openai/lenient" not in litellm.model_cost
+    reply = call(judge(simulator, "openai/lenient"), MESSAGES)
+    assert reply.cost_usd == 0.0
+    entry = litellm.model_cost["openai/lenient"]
+    assert entry["input_cost_per_token"] == 0.0 and entry["output_cost_per_token"] == 0.0
+    assert litellm.completion_cost(model="openai/lenient", prompt="x", completion="y") == 0.0
+    assert price_unpriced_model("openai/lenient") is True  # once per process, cached
+    priced = litellm.model_cost["gpt-4o-mini"]["input_cost_per_token"]
+    assert price_unpriced_model("gpt-4o-mini") is False
+    assert litellm.model_cost["gpt-4o-mini"]["input_cost_per_token"] == priced > 0
 
 
 def test_rate_limit_is_transient_with_retry_after(limited_simulator: ManagedProcess) -> None:

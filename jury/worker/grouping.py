@@ -23,13 +23,19 @@ MAX_GROUP = 256
 
 
 class Grouped(Generic[Item, Result]):
+    """`linger_s`: how long a group waits for more items once its first arrived (0: none).
+    Worth it only where a short delay changes nothing for anyone waiting, and items come too
+    far apart to meet otherwise: a cell's callback (one per several judge tasks)."""
+
     def __init__(
         self,
         run_group: Callable[[Sequence[Item]], Awaitable[list[Result]]],
         max_group: int = MAX_GROUP,
+        linger_s: float = 0.0,
     ) -> None:
         self.run_group = run_group
         self.max_group = max_group
+        self.linger_s = linger_s
         self._pending: list[tuple[Item, asyncio.Future[Result]]] = []
         self._running = False
 
@@ -44,6 +50,8 @@ class Grouped(Generic[Item, Result]):
     async def _drain(self) -> None:
         try:
             while self._pending:
+                if self.linger_s > 0 and len(self._pending) < self.max_group:
+                    await asyncio.sleep(self.linger_s)
                 group = self._pending[: self.max_group]
                 del self._pending[: self.max_group]
                 await self._run(group)

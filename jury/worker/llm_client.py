@@ -94,6 +94,38 @@ def sampling_params(judge: Judge) -> dict[str, Any]:
     return params
 
 
+# Every rate LiteLLM may price a chat call with: an unpriced model registered at zero on all of
+# them is free in LiteLLM's eyes too, and its zero-cost check stays quiet.
+_ZERO_RATES = (
+    "input_cost_per_token",
+    "output_cost_per_token",
+    "cache_read_input_token_cost",
+    "cache_creation_input_token_cost",
+)
+
+
+@functools.lru_cache(maxsize=256)
+def price_unpriced_model(model: str) -> bool:
+    """Register `model` in LiteLLM's price map at zero if the map has no price for it (a local
+    server, the simulator); returns whether it did. Such a call costs nothing known either way
+    (LiteLLM answers no cost, jury stores 0), but LiteLLM searches its whole map for a match,
+    twice per call, when pricing an unmapped model: ~0.8 ms of CPU per call, against ~0.2 ms
+    for a mapped one. A model LiteLLM does price is left untouched. Once per model and process.
+    """
+    try:
+        litellm.get_model_info(model)
+        return False
+    except Exception:
+        pass
+    try:
+        provider = litellm.get_llm_provider(model)[1]
+        entry: dict[str, Any] = dict.fromkeys(_ZERO_RATES, 0.0)
+        litellm.register_model({model: {**entry, "litellm_provider": provider, "mode": "chat"}})
+    except Exception:
+        return False  # LiteLLM merely keeps searching, as before
+    return True
+
+
 def resolve_api_key(judge: Judge) -> str | None:
     """The judge's key, read from the environment at call time; it goes nowhere else."""
     if judge.api_key_env:
@@ -200,6 +232,7 @@ async def complete(judge: Judge, messages: list[dict[str, str]]) -> LLMReply:
         "num_retries": 0,
         "max_retries": 0,
     }
+    price_unpriced_model(judge.model)
     if judge.api_base:
         kwargs["api_base"] = judge.api_base
     if api_key:
@@ -208,7 +241,9 @@ async def complete(judge: Judge, messages: list[dict[str, str]]) -> LLMReply:
     try:
         # One deadline for the whole call, connecting and receiving included: LiteLLM's own
         # timeout bounds each read, so a server trickling its answer would never time out.
-        response = await asyncio.wait_for(litellm.acompletion(**kwargs), judge.timeout_s)
+        # asyncio.timeout, not wait_for: the same deadline without a second task per call.
+        async with asyncio.timeout(judge.timeout_s):
+            response = await litellm.acompletion(**kwargs)
     except TimeoutError:
         raise TransientJudgeError(
             f"no complete answer within timeout_s={judge.timeout_s:g} s", kind="timeout"

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import functools
+import gc
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -46,6 +47,18 @@ STATE_TTL_S = 2.0
 STORE_THREADS = 1
 
 
+@functools.cache
+def freeze_startup_heap() -> int:
+    """Move every object alive once the worker's imports are done (LiteLLM's alone are some
+    300,000: its price map, its providers' configs) out of the garbage collector's sight, once
+    per process; returns how many. They live as long as the process anyway, but every full
+    collection walked them all: 1.6 ms of a worker's CPU per judgment went to the collector in
+    bench/throughput, 0.6 ms once frozen. What is created later is collected as before."""
+    gc.collect()  # no garbage of the imports is frozen with them
+    gc.freeze()
+    return gc.get_freeze_count()
+
+
 class WorkerRuntime:
     def __init__(
         self,
@@ -67,6 +80,7 @@ class WorkerRuntime:
             from jury.worker.llm_client import complete  # imports litellm: once, at first use
 
             call = complete
+            freeze_startup_heap()
         self.call = call
         self.loop = loop or EventLoopThread()
         self.store_threads = concurrent.futures.ThreadPoolExecutor(
@@ -88,12 +102,15 @@ class WorkerRuntime:
         self._groups: dict[object, Grouped[Any, Any]] = {}
 
     def grouped(
-        self, operation: Callable[[WorkerRuntime, Sequence[Any]], Awaitable[list[Any]]]
+        self,
+        operation: Callable[[WorkerRuntime, Sequence[Any]], Awaitable[list[Any]]],
+        linger_s: float = 0.0,
     ) -> Grouped[Any, Any]:
         """The process's group-commit queue for a store operation (jury.worker.grouping)."""
         group = self._groups.get(operation)
         if group is None:
-            group = self._groups[operation] = Grouped(lambda items: operation(self, items))
+            run = functools.partial(operation, self)
+            group = self._groups[operation] = Grouped(run, linger_s=linger_s)
         return group
 
     async def in_store(self, function: Callable[..., T], *args: Any) -> T:

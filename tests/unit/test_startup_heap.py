@@ -1,0 +1,22 @@
+"""A worker freezes the objects of its imports once, out of the garbage collector's sight."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+
+def test_the_startup_heap_is_frozen_once_per_process() -> None:
+    # In a process of its own: freezing is for the rest of a process's life.
+    code = (
+        "import gc\n"
+        "import jury.worker.llm_client\n"
+        "from jury.worker.runtime import freeze_startup_heap\n"
+        "assert gc.get_freeze_count() == 0\n"
+        "frozen = freeze_startup_heap()\n"
+        "assert frozen == gc.get_freeze_count() > 100_000, frozen\n"
+        "kept = [object() for _ in range(10)]\n"
+        "assert freeze_startup_heap() == frozen == gc.get_freeze_count()\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
