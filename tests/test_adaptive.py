@@ -11,6 +11,7 @@ import yaml
 
 from bench.common import simulator_stats
 from jury.producer.services import ManagedProcess
+from jury.schemas.results import Verdict
 from jury.schemas.settings import Settings
 from jury.store.cells import iter_verdicts
 from jury.store.engine import session_factory
@@ -26,6 +27,14 @@ MAX_STD = 0.5
 def settings_tag(settings: Settings, tmp_path: Path) -> str:
     """Model names of this test alone: the simulator counts their calls apart."""
     return settings.queue.removeprefix("jury-test-") + tmp_path.name[-4:].replace("_", "")
+
+
+def samples_per_persona(verdict: Verdict) -> dict[str, int]:
+    """A record's samples per judge, named by the simulator persona (`openai/<persona>@tag`)."""
+    return {
+        name.split("/")[1].split("@")[0]: len(e.samples) + e.n_failed
+        for name, e in verdict.llm_evaluations.items()
+    }
 
 
 def test_adaptive_batch_escalates_only_uncertain_cells(
@@ -52,10 +61,7 @@ def test_adaptive_batch_escalates_only_uncertain_cells(
 
     escalated = certain = 0
     for verdict in iter_verdicts(sessions, batch_id):
-        sizes = {
-            name.split("/")[1].split("@")[0]: len(e.samples) + e.n_failed
-            for name, e in verdict.llm_evaluations.items()
-        }
+        sizes = samples_per_persona(verdict)
         if sizes == {"balanced": 3, "contrarian": 3, "strict": 2}:
             escalated += 1
         else:

@@ -30,6 +30,7 @@ from jury.store.provider_batches import provider_batches
 from jury.store.repository import batch_status
 from jury.store.samples import list_samples
 from tests.conftest import launch_workers, settings_for, stop_workers
+from tests.test_adaptive import samples_per_persona
 from tests.test_batch_api import (
     FAST,
     _sim_batches,
@@ -178,10 +179,7 @@ def test_adaptive_batch_escalates_through_provider_batches(stack: Stack, tmp_pat
 
     escalated = certain = 0
     for verdict in iter_verdicts(sessions, batch_id):
-        sizes = {
-            name.split("/")[1].split("@")[0]: len(e.samples) + e.n_failed
-            for name, e in verdict.llm_evaluations.items()
-        }
+        sizes = samples_per_persona(verdict)
         if sizes == {"balanced": 3, "contrarian": 3, "strict": 2}:
             escalated += 1
         else:

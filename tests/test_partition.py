@@ -125,7 +125,8 @@ def test_a_cut_host_loses_nothing_and_its_late_results_change_nothing(
         link.set(up=True)
         # Its late calls end (answered or timed out) and are stored and acknowledged.
         wait_for(lambda: not _active(app, node), 90, "the cut worker's late tasks", poll=0.5)
-        assert "succeeded" in cut_worker[0].log_tail(500)
+        # (The whole log: its background threads may have logged the outage after.)
+        assert "succeeded" in cut_worker[0].log_tail(1_000_000)
         assert [v.model_dump() for v in iter_verdicts(sessions, batch_id)] == before
         assert_exactly_once(settings, batch_id)
     finally:

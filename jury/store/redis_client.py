@@ -15,6 +15,7 @@ in one paragraph, never half-applied.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -90,3 +91,25 @@ class BrokerRedis:
         self.client.close()
         if self.connection is not None:
             self.connection.release()
+
+
+def outage(exc: BaseException) -> str | None:
+    """One line saying Redis or the database cannot be reached, when that is what `exc` is;
+    else None. A background step that meets an outage (a host cut off, a restart) says so in
+    one line and tries again: a traceback would bury the log in the same twenty lines."""
+    import sqlalchemy.exc  # the store's engine has it loaded already
+
+    if isinstance(exc, redis.ConnectionError | redis.TimeoutError):
+        return f"Redis unreachable: {exc}"
+    if isinstance(exc, sqlalchemy.exc.OperationalError):
+        return f"database unreachable: {str(exc.orig or exc).splitlines()[0]}"
+    return None
+
+
+def log_step_failure(log: logging.Logger, what: str, exc: BaseException) -> None:
+    """A background step failed and will be tried again: an outage in one line, our own bug
+    with its traceback."""
+    if (line := outage(exc)) is not None:
+        log.warning("%s failed (%s); trying again soon", what, line)
+    else:
+        log.error("%s failed; trying again soon", what, exc_info=exc)

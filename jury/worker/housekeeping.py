@@ -15,6 +15,7 @@ import threading
 import time
 from collections.abc import Callable
 
+from jury.store.redis_client import log_step_failure
 from jury.worker.liveness import HeldMessages, Liveness
 from jury.worker.parking import Parking
 from jury.worker.provider_batches import ProviderBatchThread
@@ -65,8 +66,8 @@ class Housekeeper(threading.Thread):
     def _step(self, what: str, step: Callable[[], object]) -> None:
         try:
             step()
-        except Exception:
-            log.exception("%s failed; trying again soon", what)
+        except Exception as exc:
+            log_step_failure(log, what, exc)
 
     def stop(self) -> None:
         self.stopped.set()

@@ -39,6 +39,7 @@ from jury.schemas.settings import judge_lanes
 from jury.schemas.tasks import SampleRef
 from jury.store import provider_batches as store
 from jury.store.cache import CacheEntry
+from jury.store.redis_client import log_step_failure
 from jury.store.samples import SampleWrite
 from jury.worker.batch_client import BatchClient, Endpoint, request_line
 from jury.worker.batch_lines import BatchReply, Recorded, ended_without, read_line, token_prices
@@ -372,5 +373,5 @@ class ProviderBatchThread(threading.Thread):
         while not self.stopped.wait(runtime.settings.batch_api_step_s):
             try:
                 batches.step()
-            except Exception:
-                log.exception("provider batches step failed; trying again soon")
+            except Exception as exc:
+                log_step_failure(log, "provider batches step", exc)
