@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from jury.producer.generation_plan import (
+    GenerationPlan,
+    generated_output_chars,
+    plan_generation,
+)
 from jury.producer.model_catalog import model_prices, price_map
 from jury.schemas.adaptive import first_round_panel
 from jury.schemas.batch import BatchConfig, Judge
@@ -43,6 +48,8 @@ class BatchPlan:
     judges: list[JudgePlan]
     # Adaptive batches: the calls of every cell's first round (the judges' plans are caps).
     first_round_calls: int | None = None
+    # With `candidates:`: the calls that write the outputs, before any judging.
+    generation: list[GenerationPlan] = field(default_factory=list)
 
     @property
     def calls(self) -> int:
@@ -51,6 +58,7 @@ class BatchPlan:
     @property
     def cost_usd(self) -> float | None:
         costs = [j.cost_usd for j in self.judges]
+        costs += [g.cost_usd for g in self.generation if g.is_llm]
         return None if any(c is None for c in costs) else sum(c or 0.0 for c in costs)
 
     @property
@@ -73,6 +81,7 @@ class BatchPlan:
             "batch_api_saving_usd": self.batch_api_saving_usd,
             "unpriced_judges": [j.judge for j in self.judges if not j.priced],
             "judges": [{**j.__dict__, "priced": j.priced} for j in self.judges],
+            "generation": [g.__dict__ for g in self.generation],
         }
 
 
@@ -107,6 +116,8 @@ def plan_batch(
     on the batch's dimensions); with per-item criteria, the rubric and item text are counted
     as if each item had the mean number of dimensions."""
     dims = config.dimensions
+    generation = plan_generation(config, n_items, item_text_chars)
+    item_text_chars += generated_output_chars(config, n_items)
     if n_cells is None:
         n_cells = n_items * len(config.default_dimensions)
     # Dimensions per item, on average: all of them unless items chose their own.
@@ -158,4 +169,4 @@ def plan_batch(
     first = None
     if config.adaptive is not None:
         first = tasks * orders * sum(j.n for j in first_round_panel(config))
-    return BatchPlan(n_items, len(config.default_dimensions), n_cells, judges, first)
+    return BatchPlan(n_items, len(config.default_dimensions), n_cells, judges, first, generation)

@@ -24,6 +24,21 @@ def print_plan(console: Console, name: str, plan: BatchPlan) -> None:
             f"~{j.completion_tokens:,}",
             cost,
         )
+    for g in plan.generation:
+        if g.is_llm:
+            written: str | Text = (
+                Text("unpriced", style="yellow") if g.cost_usd is None else f"{g.cost_usd:.4f}"
+            )
+        else:
+            written = Text("its own", style="dim")  # an HTTP endpoint's price is not jury's
+        table.add_row(
+            safe_text(f"{g.candidate} (writes outputs)"),
+            safe_text(g.target),
+            f"{g.calls:,}",
+            f"~{g.prompt_tokens:,}" if g.is_llm else "",
+            f"≤{g.completion_tokens:,}" if g.is_llm else "",
+            written,
+        )
     console.print(table)
     total = (
         "unknown (a judge is unpriced, below)"
@@ -36,7 +51,13 @@ def print_plan(console: Console, name: str, plan: BatchPlan) -> None:
         else f"{plan.n_items:,} items, each on its own dimensions,"
     )
     console.print(
-        f"{shape} = {plan.n_cells:,} verdicts; {plan.calls:,} judge calls; estimated cost {total}",
+        f"{shape} = {plan.n_cells:,} verdicts; {plan.calls:,} judge calls"
+        + (
+            f", {sum(g.calls for g in plan.generation):,} generation calls"
+            if plan.generation
+            else ""
+        )
+        + f"; estimated cost {total}",
         highlight=False,
     )
     if any(j.batch_api for j in plan.judges):

@@ -175,3 +175,35 @@ def test_an_llm_candidate_litellm_cannot_route_is_refused_at_loading(tmp_path: P
     source = load_batch(batch)
     assert [item.input for item in source.items()] == ["Hi?"]
     assert [item.output for item in source.items()] == [None]
+
+
+def test_the_dry_run_plan_counts_the_generation_calls(tmp_path: Path) -> None:
+    """A call per (input, candidate) before the judging, priced where LiteLLM prices the model;
+    the judges' prompts grow by the outputs they will read."""
+    from jury.producer.planning import plan_batch
+
+    candidates = [
+        {"name": "a", "model": "openai/gpt-4o-mini", "max_tokens": 100},
+        {"name": "b", "model": "openai/gpt-4o-mini", "max_tokens": 100},
+        {"name": "c", "url": "http://127.0.0.1:9/chat"},
+    ]
+    items = [{"id": f"q{n}", "input": "x" * 400} for n in range(4)]
+    batch = tmp_path / "batch.json"
+    batch.write_text(json.dumps({**BASE, "candidates": candidates, "items": items}))
+    source = load_batch(batch)
+    plan = plan_batch(source.config, source.stats.count, source.stats.text_chars)
+    assert source.stats.count == 12  # 4 inputs × 3 pairs
+    assert [(g.candidate, g.calls, g.is_llm) for g in plan.generation] == [
+        ("a", 4, True),
+        ("b", 4, True),
+        ("c", 4, False),
+    ]
+    llm = plan.generation[0]
+    assert llm.prompt_tokens == 4 * 400 // 4 and llm.completion_tokens == 4 * 100
+    assert llm.cost_usd is not None and llm.cost_usd > 0
+    assert plan.generation[2].cost_usd is None
+    without = BatchConfig.model_validate({**BASE, "pairwise": {}})
+    bare = plan_batch(without, source.stats.count, source.stats.text_chars)
+    assert plan.judges[0].prompt_tokens > bare.judges[0].prompt_tokens
+    assert plan.cost_usd is not None and plan.cost_usd > plan.judges[0].cost_usd  # type: ignore[operator]
+    assert plan.as_dict()["generation"][2]["target"] == "http://127.0.0.1:9/chat"
