@@ -5,7 +5,7 @@ Shared by `jury resume` (producer) and the workers' lost-task watch (worker.watc
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from jury.schemas.adaptive import first_round, samples_of
 from jury.schemas.batch import BatchConfig
@@ -52,22 +52,24 @@ def _item_cells(
     only when items chose their own criteria (schemas.item_dimensions). In a batch with
     candidates, an item counts once its outputs are written (before, it lacks a generation,
     not samples: store.generations.ungenerated_refs)."""
-    if config.candidates:
-        names = [c.name for c in config.candidates]
-        generated = generated_item_ids(sessions, batch_id)
-        for chunk in _item_cells_of_all(sessions, batch_id, config):
-            yield [(i, dims) for i, dims in chunk if source_item_id(i, names) in generated]
-        return
-    yield from _item_cells_of_all(sessions, batch_id, config)
+    keep = _generated_filter(sessions, batch_id, config)
 
-
-def _item_cells_of_all(
-    sessions: Sessions, batch_id: str, config: BatchConfig
-) -> Iterator[list[tuple[str, tuple[str, ...]]]]:
     if not config.per_item_dimensions:
-        names = tuple(d.name for d in config.dimensions)
+        dimensions = tuple(d.name for d in config.dimensions)
         for item_ids in iter_item_ids(sessions, batch_id):
-            yield [(item_id, names) for item_id in item_ids]
+            yield [(item_id, dimensions) for item_id in item_ids if keep(item_id)]
         return
-    for items in iter_items(sessions, batch_id):
+    for items in iter_items(sessions, batch_id, keep=keep):
         yield [(item.id, item_dimension_names(config, item)) for item in items]
+
+
+def _generated_filter(
+    sessions: Sessions, batch_id: str, config: BatchConfig
+) -> Callable[[str], bool]:
+    """Which judged items count: all, or in a batch with candidates those whose input has
+    all its outputs written."""
+    if not config.candidates:
+        return lambda item_id: True
+    names = [c.name for c in config.candidates]
+    generated = generated_item_ids(sessions, batch_id)
+    return lambda item_id: source_item_id(item_id, names) in generated

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from sqlalchemy import func, select, update
@@ -213,10 +213,21 @@ def iter_item_ids(sessions: Sessions, batch_id: str, chunk: int = 500) -> Iterat
     yield from _iter_item_column(sessions, batch_id, ItemRow.item_id, chunk)
 
 
-def iter_items(sessions: Sessions, batch_id: str, chunk: int = 500) -> Iterator[list[Item]]:
-    """The batch's items in submission order, a chunk at a time."""
+def iter_items(
+    sessions: Sessions,
+    batch_id: str,
+    chunk: int = 500,
+    keep: Callable[[str], bool] | None = None,
+) -> Iterator[list[Item]]:
+    """The batch's items in submission order, a chunk at a time; with `keep`, only the items
+    whose id it keeps (read before validating: an item whose outputs candidates have not
+    written yet is not a valid item)."""
     for payloads in _iter_item_column(sessions, batch_id, ItemRow.payload, chunk):
-        yield [Item.model_validate(payload) for payload in payloads]
+        yield [
+            Item.model_validate(payload)
+            for payload in payloads
+            if keep is None or keep(str(payload["id"]))
+        ]
 
 
 def reopen_batch(sessions: Sessions, batch_id: str) -> None:

@@ -180,3 +180,27 @@ def test_resume_finds_only_the_samples_each_item_is_judged_on(tmp_path: Path) ->
     assert failed == {key: [] for key in missing}
     status = batch_status(sessions, "r1")
     assert (status.n_cells, status.n_samples_expected) == (3, 3 * 2)
+
+
+def test_resume_of_a_generating_batch_reads_only_items_whose_outputs_are_written(
+    tmp_path: Path,
+) -> None:
+    """With candidates, an item waiting for its outputs is no valid item yet: resume (and the
+    lost-task watch) skip it rather than fail on it, and judge the others on their own
+    dimensions."""
+    from jury.store.generations import Generation, record_generation
+
+    def waiting(**fields: Any) -> Item:
+        return Item.model_validate({"input": "Hi?", **fields}, context={"generated": True})
+
+    items = [waiting(id="a"), waiting(id="b", focus_areas=["accuracy"])]
+    batch, _, cells = loaded(config(candidates=[{"name": "bot", "model": "openai/x"}]), items)
+    sessions = session_factory(f"sqlite:///{tmp_path / 'jury.db'}")
+    create_batch(sessions, "g1", batch, "test", len(items), cells)
+    add_items(sessions, "g1", enumerate(items))
+    answer = Generation(candidate="bot", text="Hello.")
+    [written] = record_generation(sessions, "g1", "b", answer, ["bot"])
+    assert written.output == "Hello."
+    missing, _ = missing_samples(sessions, "g1", batch, missing_only=False)
+    judge = "openai/gpt-4o-mini"
+    assert missing == {("b", "accuracy"): [(judge, 0), (judge, 1)]}
