@@ -107,8 +107,16 @@ def test_every_mode_escalates_uncertain_cells(
         {"model": f"openai/strict@a{tag}", "n": 2, "reserve": True},
     ]
     extra: dict[str, object] = {"mode": "combined"} if mode == "combined" else {"pairwise": {}}
+    # The simulator's judges disagree more on a preference than on a score: at 0.3 a pairwise
+    # batch escalated 9-10 of its 12 cells, and once all 12 (the assertion then failed); at
+    # 0.6, 4-8 of 12 (measured, three runs each).
+    max_std = 0.3 if mode == "combined" else 0.6
     batch = write_batch(
-        tmp_path, simulator, judges, adaptive={"initial_samples": 1, "max_std": 0.3}, cache=False
+        tmp_path,
+        simulator,
+        judges,
+        adaptive={"initial_samples": 1, "max_std": max_std},
+        cache=False,
     )
     spec = yaml.safe_load(batch.read_text())
     batch.write_text(yaml.safe_dump({**spec, **extra}))
@@ -126,5 +134,6 @@ def test_every_mode_escalates_uncertain_cells(
         for v in iter_verdicts(sessions, batch_id)
     ]
     escalated = sizes.count([2, 3, 3])
+    print(f"\n{mode}: {escalated} of {status.n_cells} cells escalated")
     assert 0 < escalated == status.n_escalated < status.n_cells
     assert sizes.count([1, 1]) + escalated == status.n_cells == status.n_verdicts
