@@ -38,6 +38,7 @@ from jury.store.generations import (
 )
 from jury.worker.endpoint_client import ask_endpoint
 from jury.worker.gating import Deferred, GatedCall
+from jury.worker.judging import CallTally, ReplyLike, ask
 from jury.worker.runtime import WorkerRuntime
 
 log = logging.getLogger("jury.worker")
@@ -126,34 +127,34 @@ async def answer(
     if isinstance(candidate, HTTPCandidate):
         return await ask_endpoint(candidate, text)
     model = answering_model(candidate)
+
+    async def call_when_allowed(judge: Judge, messages: list[dict[str, str]]) -> ReplyLike:
+        # Waiting for a rate-limit slot in the loop (a generation is never parked), and not
+        # counted as an attempt.
+        while True:
+            gated = GatedCall(runtime.call, runtime.limiter, runtime.settings.rate_horizon_s)
+            try:
+                return await gated(judge, messages)
+            except Deferred as exc:
+                await asyncio.sleep(max(exc.countdown_s, 0.2))
+
+    tally = CallTally()
     messages = candidate_messages(candidate, text)
-    policy = runtime.policy
-    attempt = 0
-    while True:
-        attempt += 1
-        gated = GatedCall(runtime.call, runtime.limiter, runtime.settings.rate_horizon_s)
-        try:
-            reply = await gated(model, messages)
-        except Deferred as exc:
-            # Waiting for a rate-limit slot: in the loop (a generation is never parked).
-            await asyncio.sleep(max(exc.countdown_s, 0.2))
-            attempt -= 1
-            continue
-        except JudgeCallError as exc:
-            if exc.transient and attempt < policy.max_attempts:
-                await asyncio.sleep(policy.delay(attempt, exc.retry_after))
-                continue
-            return Generation(candidate.name, error_answer(exc.kind, str(exc)), exc.kind)
-        except Exception as exc:
-            log.exception("generation by %s failed outside the call", candidate.name)
-            detail = f"{type(exc).__name__}: {exc}"
-            return Generation(candidate.name, error_answer("internal", detail), "internal")
-        return Generation(
-            candidate.name,
-            reply.text,
-            None,
-            reply.latency_ms,
-            reply.prompt_tokens,
-            reply.completion_tokens,
-            reply.cost_usd,
-        )
+    try:
+        # jury's retry policy, as for a judge's call (jury.worker.judging.ask): any text will do.
+        answer_text = await ask(model, messages, str, call_when_allowed, runtime.policy, tally)
+    except JudgeCallError as exc:
+        return Generation(candidate.name, error_answer(exc.kind, str(exc)), exc.kind)
+    except Exception as exc:
+        log.exception("generation by %s failed outside the call", candidate.name)
+        detail = f"{type(exc).__name__}: {exc}"
+        return Generation(candidate.name, error_answer("internal", detail), "internal")
+    return Generation(
+        candidate.name,
+        answer_text,
+        None,
+        tally.latency_ms,
+        tally.prompt_tokens,
+        tally.completion_tokens,
+        tally.cost_usd,
+    )
