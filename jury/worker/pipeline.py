@@ -44,7 +44,7 @@ from jury.worker.cache import cache_key, cached_samples
 from jury.worker.gating import Deferred, GatedCall
 from jury.worker.heuristics import measure
 from jury.worker.judging import internal_error, judge_call, task_messages
-from jury.worker.prompt_templates import asking_of
+from jury.worker.prompt_templates import Asking, asking_of
 from jury.worker.runtime import WorkerRuntime
 
 log = logging.getLogger("jury.worker")
@@ -84,6 +84,8 @@ class _Prepared:
     messages: list[list[dict[str, str]]]
     cache_key: str | None
     cached: list[CellSample] | None = None
+    # What the messages ask beyond a score (a vote, a template): how to read the answers.
+    asking: Asking | None = None
 
 
 async def judge_task(
@@ -204,7 +206,7 @@ def _prepare(runtime: WorkerRuntime, ref: SampleRef) -> _Prepared | str:
     asking = asking_of(config, judge)
     messages = task_messages(item, dimensions, spec.orders, judge.reasoning_first, asking)
     key = cache_key(judge, item, messages, ref.sample) if config.cache else None
-    return _Prepared(config, judge, spec, dimensions, item, messages, key)
+    return _Prepared(config, judge, spec, dimensions, item, messages, key, asking=asking)
 
 
 async def _call(runtime: WorkerRuntime, ref: SampleRef, prepared: _Prepared) -> list[CellSample]:
@@ -228,7 +230,7 @@ async def _call(runtime: WorkerRuntime, ref: SampleRef, prepared: _Prepared) -> 
             ref.sample,
             gated,
             runtime.policy,
-            asking=asking_of(prepared.config, prepared.judge),
+            asking=prepared.asking,
         )
     except Deferred:
         raise  # the task comes back later; nothing was called, nothing is stored
