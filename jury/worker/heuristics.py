@@ -26,7 +26,7 @@ from jury.schemas.heuristics import (
     resolve_function,
 )
 from jury.schemas.pairwise import PairJudgment
-from jury.schemas.results import CellSample, SampleResult
+from jury.schemas.results import MAX_REASONING_CHARS, CellSample, SampleResult
 from jury.worker.judging import error_sample
 
 
@@ -121,7 +121,7 @@ def _sample(
         judge=judge.name,
         sample=sample,
         score=score,
-        reasoning=why[:1000],
+        reasoning=why[:MAX_REASONING_CHARS],
         latency_ms=round((time.perf_counter() - started) * 1000, 1),
     )
     return CellSample(dimension=dimension.name, result=result, pair=pair)
