@@ -125,7 +125,7 @@ class ItemDimensions:
                 f"{where}: {name!r} is already one of the batch's dimensions; name the item's "
                 "own criterion differently, or name the batch's in focus_areas"
             )
-        scale = criterion.scale if criterion.scale is not None else None
+        scale = criterion.scale
         if scale is None and self.scale is not None:
             scale = self.scale.model_dump()
         try:
