@@ -19,7 +19,7 @@ from click.testing import CliRunner
 from sqlalchemy import func, select
 
 from jury.producer.cli import jury
-from jury.producer.loading import load_batch
+from jury.producer.loading import BatchSource, load_batch
 from jury.producer.publishing import Publisher, create_producer_app, short_task_id
 from jury.producer.services import ManagedProcess, wait_for
 from jury.schemas.settings import Settings
@@ -35,6 +35,7 @@ from jury.store.repository import (
     load_item,
     start_batch,
 )
+from jury.store.sql import Sessions
 from tests.test_faults import assert_exactly_once
 from tests.test_modes import answered, tagged
 from tests.test_pipeline import run_batch
@@ -198,24 +199,36 @@ def test_two_candidates_an_llm_and_an_http_endpoint_are_a_named_pair(
     assert "${JURY_TEST_UNSET_TOKEN:-dev-token}" in stored
 
 
-def test_a_redelivered_generation_neither_generates_nor_queues_twice(
-    tmp_path: Path, sqlite_workers: Settings, simulator: ManagedProcess
-) -> None:
-    """The first delivery stored the answer and died before the judging was queued: the
-    next one queues it without asking again; later ones do nothing."""
+def recorded_batch(
+    tmp_path: Path, settings: Settings, simulator: ManagedProcess, prefix: str, judge_samples: int
+) -> tuple[BatchSource, Sessions, str, str, str]:
+    """A batch of two inputs and one LLM candidate, recorded in the store with its items and
+    nothing queued (the test plays the deliveries): (source, sessions, batch id, the
+    candidate's model, the judge's model)."""
     mark = tag()
     writer, judge = tagged("balanced", f"w{mark}"), tagged("balanced", f"j{mark}")
     spec = {
-        "judges": [{"model": judge, "n": 2, "api_base": simulator.url}],
+        "judges": [{"model": judge, "n": judge_samples, "api_base": simulator.url}],
         "dimensions": ["relevance"],
         "candidates": [{"name": "bot", "model": writer, "api_base": simulator.url}],
         "items": [{"id": "a", "input": "Who approves leave?"}, {"id": "b", "input": "Pay day?"}],
     }
     source = load_batch(write(tmp_path, spec))
-    batch_id = f"redeliver-{mark}"
-    sessions = session_factory(sqlite_workers.database_url)
+    batch_id = f"{prefix}-{mark}"
+    sessions = session_factory(settings.database_url)
     create_batch(sessions, batch_id, source.config, "test", 2, 2)
     add_items(sessions, batch_id, enumerate(source.items()))
+    return source, sessions, batch_id, writer, judge
+
+
+def test_a_redelivered_generation_neither_generates_nor_queues_twice(
+    tmp_path: Path, sqlite_workers: Settings, simulator: ManagedProcess
+) -> None:
+    """The first delivery stored the answer and died before the judging was queued: the
+    next one queues it without asking again; later ones do nothing."""
+    source, sessions, batch_id, writer, judge = recorded_batch(
+        tmp_path, sqlite_workers, simulator, "redeliver", judge_samples=2
+    )
     with sessions.begin() as session:  # what the first delivery of (a, bot) stored
         session.add(GenerationRow(batch_id=batch_id, item_id="a", candidate="bot", text="HR."))
     publisher = Publisher(create_producer_app(sqlite_workers), source.config)
@@ -261,19 +274,9 @@ def test_resume_queues_the_generation_an_item_lacks(
 ) -> None:
     """A running batch whose generation tasks were lost: `jury resume` queues them (not judge
     tasks for items without outputs), and the batch completes."""
-    mark = tag()
-    writer, judge = tagged("balanced", f"w{mark}"), tagged("balanced", f"j{mark}")
-    spec = {
-        "judges": [{"model": judge, "n": 1, "api_base": simulator.url}],
-        "dimensions": ["relevance"],
-        "candidates": [{"name": "bot", "model": writer, "api_base": simulator.url}],
-        "items": [{"id": "a", "input": "Who approves leave?"}, {"id": "b", "input": "Pay day?"}],
-    }
-    source = load_batch(write(tmp_path, spec))
-    batch_id = f"resume-{mark}"
-    sessions = session_factory(sqlite_workers.database_url)
-    create_batch(sessions, batch_id, source.config, "test", 2, 2)
-    add_items(sessions, batch_id, enumerate(source.items()))
+    _, sessions, batch_id, writer, judge = recorded_batch(
+        tmp_path, sqlite_workers, simulator, "resume", judge_samples=1
+    )
     start_batch(sessions, batch_id, n_items=2, n_cells=2)  # nothing was queued: all lost
     early = CliRunner().invoke(jury, ["show", batch_id, "a"], env=sqlite_workers.to_env())
     assert early.exit_code != 0 and "has no output yet" in early.output
