@@ -16,6 +16,7 @@ from jury.schemas.settings import Settings
 from jury.store.cells import iter_verdicts
 from jury.store.engine import session_factory
 from jury.store.repository import batch_status
+from jury.store.sql import Sessions
 from tests.conftest import worker_env
 from tests.test_cli import jury
 from tests.test_pipeline import run_batch, write_batch
@@ -35,6 +36,22 @@ def samples_per_persona(verdict: Verdict) -> dict[str, int]:
         name.split("/")[1].split("@")[0]: len(e.samples) + e.n_failed
         for name, e in verdict.llm_evaluations.items()
     }
+
+
+def escalation_split(sessions: Sessions, batch_id: str) -> tuple[list[Verdict], list[Verdict]]:
+    """(the records escalated to every judge's samples, those kept after the first round with
+    one sample each) of a batch of balanced, contrarian and reserve strict judges; a record of
+    any other shape fails the test."""
+    escalated: list[Verdict] = []
+    kept: list[Verdict] = []
+    for verdict in iter_verdicts(sessions, batch_id):
+        sizes = samples_per_persona(verdict)
+        if sizes == {"balanced": 3, "contrarian": 3, "strict": 2}:
+            escalated.append(verdict)
+        else:
+            assert sizes == {"balanced": 1, "contrarian": 1}, sizes
+            kept.append(verdict)
+    return escalated, kept
 
 
 def test_adaptive_batch_escalates_only_uncertain_cells(
@@ -59,16 +76,10 @@ def test_adaptive_batch_escalates_only_uncertain_cells(
     sessions = session_factory(settings.database_url)
     status = batch_status(sessions, batch_id)
 
-    escalated = certain = 0
-    for verdict in iter_verdicts(sessions, batch_id):
-        sizes = samples_per_persona(verdict)
-        if sizes == {"balanced": 3, "contrarian": 3, "strict": 2}:
-            escalated += 1
-        else:
-            # Kept after the first round: one sample each, and the judges agreed.
-            assert sizes == {"balanced": 1, "contrarian": 1}, sizes
-            assert (verdict.consensus_metrics.cross_model_std or 0) <= MAX_STD
-            certain += 1
+    escalated_records, kept = escalation_split(sessions, batch_id)
+    for verdict in kept:  # kept after the first round: the judges agreed
+        assert (verdict.consensus_metrics.cross_model_std or 0) <= MAX_STD
+    escalated, certain = len(escalated_records), len(kept)
     print(f"\nadaptive: {escalated} of {status.n_cells} cells escalated")
     assert escalated == status.n_escalated > 0
     assert certain > 0

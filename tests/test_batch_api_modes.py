@@ -30,7 +30,7 @@ from jury.store.provider_batches import provider_batches
 from jury.store.repository import batch_status
 from jury.store.samples import list_samples
 from tests.conftest import launch_workers, settings_for, stop_workers
-from tests.test_adaptive import samples_per_persona
+from tests.test_adaptive import escalation_split
 from tests.test_batch_api import (
     FAST,
     _sim_batches,
@@ -177,14 +177,8 @@ def test_adaptive_batch_escalates_through_provider_batches(stack: Stack, tmp_pat
     batch_id = run_batch(settings, batch, timeout=30)
     status = batch_status(sessions, batch_id)
 
-    escalated = certain = 0
-    for verdict in iter_verdicts(sessions, batch_id):
-        sizes = samples_per_persona(verdict)
-        if sizes == {"balanced": 3, "contrarian": 3, "strict": 2}:
-            escalated += 1
-        else:
-            assert sizes == {"balanced": 1, "contrarian": 1}, sizes
-            certain += 1
+    escalated_records, kept = escalation_split(sessions, batch_id)
+    escalated, certain = len(escalated_records), len(kept)
     assert 0 < escalated == status.n_escalated < status.n_cells
     assert escalated + certain == status.n_cells == status.n_verdicts == CELLS
     cells = [(r["item_id"], r["criterion_id"]) for r in _records(settings, batch_id)]
