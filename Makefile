@@ -84,7 +84,7 @@ $(REAL_STAMP): requirements-real.lock
 
 # Longer integration tests kept out of `make test` for its five minutes (they skip there).
 test-slow: $(STAMP)
-	JURY_TEST_SLOW=1 $(BIN)/python -m pytest -q tests/test_batch_api_more.py
+	JURY_TEST_SLOW=1 $(BIN)/python -m pytest -q -m slow
 
 test-real: $(STAMP) $(REAL_STAMP)
 	$(REAL_ENV) $(BIN)/python -m pytest -q -s tests/real

@@ -43,6 +43,17 @@ SIMULATOR_OPTIONS = ["--seed", str(SIMULATOR_SEED), "--down", "balanced@broken"]
 IN_CI = os.environ.get("CI", "").lower() == "true"
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests marked `slow` run only with JURY_TEST_SLOW=1 (`make test-slow`): variants that
+    cover an option rather than the default path, kept out of `make test` for its time."""
+    if os.environ.get("JURY_TEST_SLOW"):
+        return
+    skip = pytest.mark.skip(reason="slow: JURY_TEST_SLOW=1 (make test-slow) runs it")
+    for item in items:
+        if "slow" in item.keywords:
+            item.add_marker(skip)
+
+
 @pytest.fixture(scope="session")
 def logs_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("logs")
@@ -167,12 +178,17 @@ def start_workers(logs_dir: Path) -> Iterator[WorkerStarter]:
 
 @pytest.fixture(scope="session")
 def sqlite_workers(
-    redis_url: str, logs_dir: Path, tmp_path_factory: pytest.TempPathFactory
+    redis_url: str,
+    logs_dir: Path,
+    tmp_path_factory: pytest.TempPathFactory,
+    simulator: ManagedProcess,
 ) -> Iterator[Settings]:
-    """Two workers on one SQLite database, shared by the tests that need nothing special."""
+    """Two workers on one SQLite database, shared by the tests that need nothing special.
+    JURY_SIMULATOR_URL names the shared simulator, for batches (`jury init`'s starter) whose
+    api_base is that placeholder: a worker start costs seconds of CPU, so tests share these."""
     folder = tmp_path_factory.mktemp("shared-sqlite")
     settings = settings_for(redis_url, f"sqlite:///{folder / 'jury.db'}")
-    processes = launch_workers(logs_dir, settings, count=2)
+    processes = launch_workers(logs_dir, settings, count=2, JURY_SIMULATOR_URL=simulator.url)
     yield settings
     stop_workers(processes)
 

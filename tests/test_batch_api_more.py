@@ -1,10 +1,9 @@
 """More of the Batch API end to end: the live fallback and `jury cancel`. Each starts a worker
 of its own (about 10 s), beyond the ~25 s the Batch API may add to `make test`, so they run
-only with JURY_TEST_SLOW=1 (`JURY_TEST_SLOW=1 pytest tests/test_batch_api_more.py`)."""
+only with `make test-slow` (JURY_TEST_SLOW=1)."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
@@ -26,10 +25,7 @@ from tests.test_batch_api import (  # noqa: F401 (sim_factory: a fixture)
 )
 from tests.test_pipeline import write_batch
 
-pytestmark = [
-    pytest.mark.integration,
-    pytest.mark.skipif(not os.environ.get("JURY_TEST_SLOW"), reason="set JURY_TEST_SLOW=1"),
-]
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
 def test_failed_lines_go_live_with_batch_fallback_live(

@@ -5,7 +5,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -14,7 +13,7 @@ import pytest
 
 from jury.producer.services import ManagedProcess
 from jury.schemas.settings import Settings
-from tests.conftest import ROOT, queued_messages, settings_for, worker_env
+from tests.conftest import queued_messages, settings_for, worker_env
 from tests.test_pipeline import write_batch
 
 pytestmark = pytest.mark.integration
@@ -145,33 +144,3 @@ def test_unknown_batch_is_a_clear_error(tmp_path: Path, redis_url: str) -> None:
     for command in (["status", "nope"], ["results", "nope", "--format", "json"]):
         result = jury(command, env, tmp_path)
         assert result.returncode == 2 and "no batch 'nope'" in result.stderr
-
-
-def test_demo_runs_and_leaves_nothing_running(tmp_path: Path, redis_url: str) -> None:
-    env = {
-        **os.environ,
-        "JURY_BROKER_URL": redis_url,
-        "PYTHONPATH": str(ROOT),
-        "JURY_DATABASE_URL": f"sqlite:///{tmp_path / 'demo.db'}",
-        "COLUMNS": "160",
-    }
-    demo = subprocess.Popen(
-        [*JURY, "demo"],
-        env=env,
-        cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    output, _ = demo.communicate(timeout=180)
-    assert demo.returncode == 0, output
-    assert "completed; 24 verdicts" in output
-    assert "⚑ review" in output  # the panel disagrees somewhere, visibly
-    # The demo's worker is named, and its simulator's ready-file is named, after its pid.
-    assert _processes_mentioning(f"jury-demo-{demo.pid}") == []
-    assert _processes_mentioning(f"simulator-{demo.pid}-") == []
-
-
-def _processes_mentioning(marker: str) -> list[str]:
-    out = subprocess.run(["ps", "-eo", "args="], capture_output=True, text=True).stdout
-    return [line for line in out.splitlines() if marker in line]

@@ -112,7 +112,15 @@ def test_duplicate_delivery_neither_fires_early_nor_double_counts(
     assert_exactly_once(settings, batch_id)
 
 
-@pytest.mark.parametrize("pool", ["engine", "threads", "prefork"])
+# Celery's own pools are options (JURY_WORKER_POOL), not the default: `make test-slow` runs them.
+@pytest.mark.parametrize(
+    "pool",
+    [
+        "engine",
+        pytest.param("threads", marks=pytest.mark.slow),
+        pytest.param("prefork", marks=pytest.mark.slow),
+    ],
+)
 def test_killed_worker_loses_nothing(
     tmp_path: Path, redis_url: str, start_workers: WorkerStarter, logs_dir: Path, pool: str
 ) -> None:

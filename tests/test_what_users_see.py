@@ -183,13 +183,12 @@ def test_list_show_and_samples(
 
 
 def test_init_writes_a_batch_that_submits_as_is(
-    tmp_path: Path, redis_url: str, start_workers: WorkerStarter, simulator: ManagedProcess
+    tmp_path: Path, sqlite_workers: Settings, simulator: ManagedProcess
 ) -> None:
     # The starter's api_base is a ${JURY_SIMULATOR_URL} placeholder: expanded where the call
-    # is made, so the workers need the variable (and submit, to check the URL).
-    settings = settings_for(redis_url, f"sqlite:///{tmp_path / 'jury.db'}")
-    start_workers(settings, JURY_SIMULATOR_URL=simulator.url)
-    env = {**worker_env(settings), "JURY_SIMULATOR_URL": simulator.url}
+    # is made, so the workers need the variable (the shared ones have it; submit needs it too,
+    # to check the URL).
+    env = {**worker_env(sqlite_workers), "JURY_SIMULATOR_URL": simulator.url}
     made = jury(["init", "starter"], env, tmp_path)
     assert made.returncode == 0 and "batch.yaml" in made.stdout
     done = jury(["submit", "starter/batch.yaml", "--wait", "--timeout", "120"], env, tmp_path)
