@@ -77,13 +77,15 @@ def test_no_worker_is_said_within_seconds(tmp_path: Path, redis_url: str) -> Non
         "judges: [openai/gpt-4o-mini]\ndimensions: [relevance]\nitems: [{id: a, output: b}]\n"
     )
     env = worker_env(settings)
-    done = jury(["submit", str(batch), "--wait", "--timeout", "15"], env, tmp_path)
+    # Said once no worker has been seen for NO_WORKER_AFTER_S (6 s) after the first probe's
+    # answer (~2 s): 10 s is ample.
+    done = jury(["submit", str(batch), "--wait", "--timeout", "10"], env, tmp_path)
     assert done.returncode == 3, done.stdout + done.stderr
     said = _one_line(done.stderr)
     assert f"no live worker serves this batch's queues ({settings.queue}.lane0)" in said
     assert "JURY_BROKER_URL=redis://127.0.0.1" in said and "JURY_DATABASE_URL=sqlite" in said
     batch_id = done.stdout.strip().splitlines()[-1]
-    watched = jury(["status", batch_id, "--watch", "--json", "--timeout", "12"], env, tmp_path)
+    watched = jury(["status", batch_id, "--watch", "--json", "--timeout", "10"], env, tmp_path)
     assert watched.returncode == 3
     warnings = [json.loads(line)["warning"] for line in watched.stdout.splitlines()]
     assert any(w and w.startswith("no live worker serves") for w in warnings)
@@ -96,7 +98,8 @@ def test_a_worker_on_another_database_is_named(
     theirs = ours.model_copy(update={"database_url": f"sqlite:///{tmp_path / 'theirs.db'}"})
     start_workers(theirs)
     batch = write_batch(tmp_path, simulator, [{"model": "openai/balanced", "n": 1}])
-    done = jury(["submit", str(batch), "--wait", "--timeout", "15"], worker_env(ours), tmp_path)
+    # Their database is seen on the first probe of the workers (~2 s), so 8 s is ample.
+    done = jury(["submit", str(batch), "--wait", "--timeout", "8"], worker_env(ours), tmp_path)
     assert done.returncode == 3, done.stdout + done.stderr
     said = _one_line(done.stderr)
     assert "the workers serving this batch's queues (jury-test-" in said
