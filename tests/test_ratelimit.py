@@ -30,7 +30,15 @@ from jury.store.repository import batch_status
 from jury.worker.gating import Deferred, GatedCall, rate_key
 from jury.worker.judging import ReplyLike
 from jury.worker.llm_client import header_duration
-from jury.worker.ratelimit import BUSY, COOLING, MIN_PACE, Limits, MemoryRateLimiter, RateLimiter
+from jury.worker.ratelimit import (
+    BUSY,
+    COOLING,
+    MIN_PACE,
+    SEND_SPACING,
+    Limits,
+    MemoryRateLimiter,
+    RateLimiter,
+)
 from jury.worker.ratelimit_redis import RedisRateLimiter, model_keys
 from tests.conftest import ROOT
 from tests.test_pipeline import write_batch
@@ -145,6 +153,21 @@ def test_a_429_slows_the_pace_and_granted_calls_restore_it(limiter: RateLimiter)
     if isinstance(limiter, MemoryRateLimiter):  # Redis' clock moves on: too coarse for this
         recovering = spacing()
         assert 0.1 < recovering < slowed
+
+
+def test_the_send_gate_spaces_sends(limiter: RateLimiter) -> None:
+    """Sends leave at least SEND_SPACING of an rpm interval apart, cluster-wide: a call that
+    woke late does not leave together with the next one."""
+    limits = Limits(rpm=600)  # 100 ms apart
+
+    def spaced(spacing: float) -> bool:  # Redis' clock moves on between two calls
+        return spacing - 0.03 < limiter.send_gate("m", limits) <= spacing + 0.001
+
+    assert limiter.send_gate("m", limits) == 0.0
+    assert spaced(0.1 * SEND_SPACING)
+    limiter.slow_down("m", 0.8)  # the pace widens the spacing too
+    assert spaced(0.1 * SEND_SPACING / 0.8)
+    assert limiter.send_gate("m", Limits()) == 0.0  # no rpm: no gate
 
 
 def test_a_freed_slot_goes_to_the_first_in_line(redis_url: str) -> None:

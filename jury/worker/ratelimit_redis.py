@@ -102,14 +102,16 @@ end
 return moved
 """
 
-# The send gate: at least `spacing` ms between two sends of a model, cluster-wide.
+# The send gate: at least `spacing` ms between two sends of a model, cluster-wide. A wait is
+# returned rounded up: Redis truncates a Lua number to an integer reply, and a wait under a
+# millisecond, truncated to 0, read as "send now" without recording the send.
 _LUA_GATE = """
 local t = redis.call('TIME')
 local now = t[1] * 1000 + math.floor(t[2] / 1000)
 local pace = tonumber(redis.call('GET', KEYS[2]) or '1')
 local spacing = tonumber(ARGV[1]) / pace
 local last = tonumber(redis.call('GET', KEYS[1]) or '0')
-if last + spacing > now then return last + spacing - now end
+if last + spacing > now then return math.ceil(last + spacing - now) end
 redis.call('SET', KEYS[1], now, 'PX', tonumber(ARGV[2]))
 return 0
 """
