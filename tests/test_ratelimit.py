@@ -19,6 +19,7 @@ import pytest
 import redis
 
 from bench.common import simulator_stats
+from bench.ratelimit import as_a_remote_provider
 from jury.producer.loading import load_batch
 from jury.producer.publishing import create_producer_app
 from jury.producer.services import start_simulator, wait_for
@@ -267,6 +268,9 @@ def test_a_batch_stays_within_the_provider_quota(tmp_path: Path, sqlite_workers:
     provider = start_simulator(
         tmp_path, ["--model-rpm", "balanced=300", "--rate-window", "6", "--latency-ms", "100"]
     )
+    # A provider runs on other machines: the suite's load must slow the workers, not the
+    # provider's clock (starved, it read calls sent evenly as a burst, and answered 429).
+    as_a_remote_provider(provider)
     try:
         batch = write_batch(tmp_path, provider, [{"model": "openai/balanced", "n": 4, "rpm": 240}])
         sessions = session_factory(sqlite_workers.database_url)
