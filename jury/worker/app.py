@@ -10,6 +10,7 @@ from celery.signals import task_postrun, task_received, worker_ready, worker_shu
 
 from jury.schemas.settings import ENGINE_POOL, Settings
 from jury.store.redis_client import BrokerRedis
+from jury.worker.broker_transport import worker_transport
 from jury.worker.housekeeping import Housekeeper
 from jury.worker.liveness import HeldMessages
 from jury.worker.queues import BrokerQueues
@@ -20,6 +21,8 @@ from jury.worker.tasks import register_tasks
 def create_worker_app(settings: Settings) -> Celery:
     app = Celery("jury", set_as_current=True)
     app.conf.update(settings.celery_config())
+    if transport := worker_transport(settings.broker_url):
+        app.conf.broker_transport = transport
     lock = threading.Lock()
     holder: list[WorkerRuntime] = []
 

@@ -59,6 +59,21 @@ def freeze_startup_heap() -> int:
     return gc.get_freeze_count()
 
 
+# Allocations between two young collections (CPython's default is 700). A judgment allocates
+# thousands of objects, most of them gone by its end; collected every 700, the ones still in
+# flight (hundreds of calls at once) were promoted and walked again by the older generations'
+# collections. complete() against the simulator, 2,000 calls, 64 in flight, alternating:
+# 0.23-0.36 ms of collector per call at 700, 0.07-0.09 ms at 10,000.
+YOUNG_COLLECTION_THRESHOLD = 10_000
+
+
+def space_young_collections() -> None:
+    """Collect the youngest generation every YOUNG_COLLECTION_THRESHOLD allocations; the older
+    generations keep their own thresholds."""
+    _, middle, oldest = gc.get_threshold()
+    gc.set_threshold(YOUNG_COLLECTION_THRESHOLD, middle, oldest)
+
+
 class WorkerRuntime:
     def __init__(
         self,
@@ -81,6 +96,7 @@ class WorkerRuntime:
 
             call = complete
             freeze_startup_heap()
+            space_young_collections()
         self.call = call
         self.loop = loop or EventLoopThread()
         self.store_threads = concurrent.futures.ThreadPoolExecutor(

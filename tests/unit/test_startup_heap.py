@@ -20,3 +20,17 @@ def test_the_startup_heap_is_frozen_once_per_process() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
+
+
+def test_a_worker_spaces_its_young_collections() -> None:
+    code = (
+        "import gc\n"
+        "from jury.worker.runtime import YOUNG_COLLECTION_THRESHOLD, space_young_collections\n"
+        "before = gc.get_threshold()\n"
+        "space_young_collections()\n"
+        "after = gc.get_threshold()\n"
+        "assert after == (YOUNG_COLLECTION_THRESHOLD, *before[1:]), after\n"
+        "assert YOUNG_COLLECTION_THRESHOLD > before[0]\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr

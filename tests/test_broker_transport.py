@@ -1,0 +1,53 @@
+"""The worker's kombu channel shares one redis-py client, and kombu's bookkeeping still holds."""
+
+from __future__ import annotations
+
+import secrets
+
+import redis
+from kombu import Connection
+
+from jury.schemas.settings import Settings
+from jury.worker.app import create_worker_app
+from jury.worker.broker_transport import TRANSPORT_PATH, Channel, worker_transport
+
+
+def test_plain_redis_brokers_get_the_shared_client_and_sentinel_keeps_kombus() -> None:
+    assert worker_transport("redis://127.0.0.1:6379/0") == TRANSPORT_PATH
+    assert worker_transport("rediss://cache.example:6380/0") == TRANSPORT_PATH
+    assert worker_transport("sentinel://127.0.0.1:26379") is None
+
+
+def test_the_worker_app_uses_the_channel_with_one_client(redis_url: str) -> None:
+    app = create_worker_app(Settings(broker_url=redis_url, queue="jury-transport"))
+    with app.connection_for_read() as connection:
+        channel = connection.default_channel
+        assert isinstance(channel, Channel)
+        with channel.conn_or_acquire() as first, channel.conn_or_acquire() as second:
+            assert first is second
+            assert first.ping()
+        channel._disconnect_pools()  # as kombu does after a lost connection
+        with channel.conn_or_acquire() as after:
+            assert after is not first
+            assert after.connection_pool is channel.pool
+
+
+def test_delivery_and_ack_keep_kombus_unacked_hash(redis_url: str) -> None:
+    """A delivered message is in kombu's `unacked` hash until its ack, both written through
+    the shared client: what the liveness ledger and the sweeper read."""
+    queue = f"jury-transport-{secrets.token_hex(3)}"
+    raw = redis.Redis.from_url(redis_url)
+    with Connection(redis_url, transport=TRANSPORT_PATH) as connection:
+        simple = connection.SimpleQueue(queue)
+        simple.put({"n": 1})
+        message = simple.get(timeout=5)
+        assert message.payload == {"n": 1}
+        tag = message.delivery_tag
+        assert raw.hexists("unacked", tag)
+        assert raw.zscore("unacked_index", tag) is not None
+        message.ack()
+        assert not raw.hexists("unacked", tag)
+        assert raw.zscore("unacked_index", tag) is None
+        simple.close()
+    raw.delete(queue)
+    raw.close()
