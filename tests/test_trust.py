@@ -165,7 +165,7 @@ def test_geometric_median_resists_a_judge_that_always_answers_the_maximum(
     )
     records = results(sqlite_workers, batch_id)["results"]
     honest = ["openai/balanced:a", "openai/balanced:b", "openai/balanced:c"]
-    means, labels = [], []
+    finals, means, honest_means = [], [], []
     for record in records:
         evaluations = record["llm_evaluations"]
         assert evaluations["openai/maximal"]["aggregated_score"] == 5
@@ -174,10 +174,15 @@ def test_geometric_median_resists_a_judge_that_always_answers_the_maximum(
         scores = [evaluations[j]["aggregated_score"] for j in honest]
         final = record["consensus_metrics"]["final_score"]
         assert min(scores) <= final <= max(scores), "one judge cannot carry it past the others"
+        finals.append(final)
         means.append((sum(scores) + 5) / 4)
-        labels.append(record["human_label"])
-    finals = [r["consensus_metrics"]["final_score"] for r in records]
-    assert (mean_absolute_error(finals, labels) or 0) < (mean_absolute_error(means, labels) or 0)
+        honest_means.append(sum(scores) / 3)
+    # Resisting it: the verdicts stay nearer the honest judges' own consensus than a plain mean
+    # of the panel does. (Against people's labels the comparison hung on the simulator's noise,
+    # whose draws follow the order of every test's calls: it failed once in a full run.)
+    robust = mean_absolute_error(finals, honest_means) or 0
+    pulled = mean_absolute_error(means, honest_means) or 0
+    assert robust < pulled, (robust, pulled)  # measured once: 0.32 against 0.52
 
 
 def test_agreement_on_real_people_s_preferences(
