@@ -144,7 +144,9 @@ def launch_workers(
         return len(app.control.ping(destination=nodes, timeout=0.5)) == count
 
     try:
-        wait_for(ready, 60, f"{count} workers", poll=0.2)
+        # A worker start costs ~7 s of CPU (LiteLLM's import alone ~5 s): on a loaded 2-core
+        # machine, several starting at once take well over a minute.
+        wait_for(ready, 180, f"{count} workers", poll=0.2)
     except BaseException:
         stop_workers(processes)
         raise
