@@ -34,10 +34,12 @@ from jury.worker.llm_client import header_duration
 from jury.worker.ratelimit import (
     BUSY,
     COOLING,
+    GRANTED,
     MIN_PACE,
     SEND_SPACING,
     Limits,
     MemoryRateLimiter,
+    Permit,
     RateLimiter,
 )
 from jury.worker.ratelimit_redis import RedisRateLimiter, model_keys
@@ -296,6 +298,41 @@ class SpentReply:
     limit_requests: int = 1200
     remaining_requests: int = 0
     reset_requests_s: float = 0.4
+
+
+class CountingGate(MemoryRateLimiter):
+    """The in-memory limiter on the real clock, counting how often the send gate is asked."""
+
+    gate_asks = 0
+
+    def reserve(self, key: str, limits: Limits, tokens: int, token: str) -> Permit:
+        return Permit(GRANTED, 0.0, token)  # every slot is past: the calls woke late
+
+    def send_gate(self, key: str, limits: Limits) -> float:
+        self.gate_asks += 1
+        return super().send_gate(key, limits)
+
+
+def test_late_calls_take_turns_at_the_send_gate() -> None:
+    """Twenty calls that woke late for their slots reach the send gate together: they leave
+    one gate interval apart, and only one at a time asks the gate, so the gate is asked about
+    twice per call, not once per waiting call at every send."""
+    limiter = CountingGate(HORIZON)
+    judge = Judge(model="openai/x", rpm=6000)  # a send every 9 ms at the gate
+    sent: list[float] = []
+
+    async def answer(judge: Judge, messages: list[dict[str, str]]) -> SpentReply:
+        sent.append(time.monotonic())
+        return SpentReply(remaining_requests=100)
+
+    async def crowd() -> None:
+        calls = [GatedCall(answer, limiter, HORIZON) for _ in range(20)]
+        await asyncio.gather(*(call(judge, [{"role": "user", "content": "x"}]) for call in calls))
+
+    asyncio.run(crowd())
+    assert len(sent) == 20
+    assert max(sent) - min(sent) >= 19 * 0.009 * 0.9  # spaced, not sent at once
+    assert limiter.gate_asks <= 3 * 20
 
 
 def test_a_spent_window_pauses_the_model_until_its_reset(limiter: RateLimiter) -> None:

@@ -12,6 +12,9 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import secrets
+import weakref
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
 from jury.schemas.batch import Judge
@@ -40,6 +43,22 @@ class Deferred(JuryError):
         super().__init__(f"{why}: parking the task")
         self.countdown_s = countdown_s
         self.line = line
+
+
+# Per event loop and model: the one task of this process waiting at the model's send gate.
+_GATE_TURNS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, asyncio.Lock]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+@asynccontextmanager
+async def gate_turn(key: str) -> AsyncIterator[None]:
+    """One task per process and model polls the send gate at a time, the others queue behind
+    it in order: late calls reaching the gate together would otherwise all poll Redis at every
+    send, a crowd that kept the event loop so busy that every call woke later still."""
+    turns = _GATE_TURNS.setdefault(asyncio.get_running_loop(), {})
+    async with turns.setdefault(key, asyncio.Lock()):
+        yield
 
 
 def rate_key(judge: Judge) -> str:
@@ -100,8 +119,9 @@ class GatedCall:
                     await self.sleep(permit.wait_s)
                 # Woken late (a busy CPU), a call would leave together with the next ones:
                 # the gate spaces the sends themselves.
-                while (gap := self.limiter.send_gate(key, limits)) > 0:
-                    await self.sleep(gap)
+                async with gate_turn(key):
+                    while (gap := self.limiter.send_gate(key, limits)) > 0:
+                        await self.sleep(gap)
                 return
             if self.calls == 1:
                 if permit.outcome == BUSY:
