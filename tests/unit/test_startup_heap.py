@@ -6,6 +6,12 @@ import subprocess
 import sys
 
 
+def run_in_a_process_of_its_own(code: str) -> None:
+    """The collector's settings last for a process's life: each check gets a fresh one."""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+
+
 def test_the_startup_heap_is_frozen_once_per_process() -> None:
     # In a process of its own: freezing is for the rest of a process's life.
     code = (
@@ -18,8 +24,7 @@ def test_the_startup_heap_is_frozen_once_per_process() -> None:
         "kept = [object() for _ in range(10)]\n"
         "assert freeze_startup_heap() == frozen == gc.get_freeze_count()\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
+    run_in_a_process_of_its_own(code)
 
 
 def test_a_worker_spaces_its_young_collections() -> None:
@@ -32,5 +37,4 @@ def test_a_worker_spaces_its_young_collections() -> None:
         "assert after == (YOUNG_COLLECTION_THRESHOLD, *before[1:]), after\n"
         "assert YOUNG_COLLECTION_THRESHOLD > before[0]\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
+    run_in_a_process_of_its_own(code)
