@@ -142,8 +142,18 @@ def test_mixed_panel_through_kill_9_of_submitter_simulator_and_poller(
     )
     folder = tmp_path / "sim-batches"
     settings = settings_for(redis_url, f"sqlite:///{tmp_path / 'jury.db'}")
-    # No line fails 6 times; the live tasks a killed worker held run again within 3 s.
-    settings = settings.model_copy(update={"max_attempts": 6, "heartbeat_timeout_s": 3.0})
+    # No line fails 6 times; the live tasks a killed worker held run again within 3 s, and
+    # their retries (0.5 s doubling to 2 s: ~7 s in all) outlast the simulator's restart.
+    # With the suite's 0.05–0.2 s they were spent in a second, while it was down (a full
+    # run ended degraded: two live samples failed with connection errors).
+    settings = settings.model_copy(
+        update={
+            "max_attempts": 6,
+            "heartbeat_timeout_s": 3.0,
+            "retry_base_delay_s": 0.5,
+            "retry_max_delay_s": 2.0,
+        }
+    )
     sessions = session_factory(settings.database_url)
     workers = start_workers(settings, 3, **FAST)
     prices = {"input_cost_per_token": 1e-6, "output_cost_per_token": 2e-6}
