@@ -5,11 +5,14 @@ so one process can wait on hundreds of calls at once. Against a simulator answer
 in `--latency-ms`, one worker with `--concurrency` tasks in flight should reach
 concurrency / latency judgments a second, with the simulator counting the calls it answers at
 once. Side by side, in the same run: Celery's `threads` pool with the previous default (64
-threads), the way jury's workers ran before the engine.
+threads), the way jury's workers ran before the engine; and bench/throughput's plain-asyncio
+LiteLLM script alone with the engine's concurrency, the ceiling of one process calling
+through LiteLLM.
 
 Prints a table and one JSON line.
 
     python -m bench.concurrency [--judgments 6000] [--concurrency 512] [--latency-ms 2000]
+        [--runs engine,threads,litellm]
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ import psutil
 
 from bench.common import figure, local_stack, print_runs, simulator_stats
 from bench.scaling import write_batch
-from bench.throughput import cpu_seconds
+from bench.throughput import cpu_seconds, run_baseline_child
 from jury.producer.loading import load_batch
 from jury.producer.services import wait_for
 from jury.producer.submission import submit_batch
@@ -73,17 +76,44 @@ def run(folder: Path, pool: str, concurrency: int, args: argparse.Namespace) -> 
         }
 
 
+def run_litellm_alone(folder: Path, concurrency: int, args: argparse.Namespace) -> dict[str, Any]:
+    """The ceiling of one process calling through LiteLLM: bench/throughput's plain-asyncio
+    script (no Celery, no store) against the same simulator, `concurrency` calls at once."""
+    simulator = ["--latency-ms", str(args.latency_ms), "--latency-sigma", "0"]
+    with local_stack(folder, "litellm", simulator, 0) as stack:
+        wall, cpu, peak_rss = run_baseline_child(stack.simulator.url, args.judgments, concurrency)
+        stats = simulator_stats(stack.simulator)
+    return {
+        "run": f"LiteLLM alone × {concurrency}",
+        "judgments": args.judgments,
+        "failed": 0,  # the script exits non-zero on any failed call
+        "wall_s": round(wall, 1),
+        "judgments_per_s": round(args.judgments / wall, 1),
+        "max_in_flight": stats["max_in_flight"],
+        "bound_per_s": round(concurrency / (args.latency_ms / 1000), 1),
+        "peak_rss_mb": round(peak_rss / 2**20, 1),
+        "cpu_ms_per_judgment": round(1000 * cpu / args.judgments, 2),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--judgments", type=int, default=6000)
     parser.add_argument("--concurrency", type=int, default=512, help="engine tasks in flight")
     parser.add_argument("--latency-ms", type=int, default=2000)
     parser.add_argument("--baseline-threads", type=int, default=64)
-    parser.add_argument("--runs", default="engine,threads")
+    parser.add_argument(
+        "--runs",
+        default="engine,threads,litellm",
+        help="engine, threads (Celery's pool), litellm (the plain-asyncio script alone)",
+    )
     args = parser.parse_args()
     rows = []
     with tempfile.TemporaryDirectory(prefix="jury-concurrency-") as tmp:
         for pool in args.runs.split(","):
+            if pool == "litellm":
+                rows.append(run_litellm_alone(Path(tmp) / pool, args.concurrency, args))
+                continue
             concurrency = args.concurrency if pool == "engine" else args.baseline_threads
             rows.append(run(Path(tmp) / pool, pool, concurrency, args))
     lines = [(column, figure(column)) for column in list(rows[0])[1:]]

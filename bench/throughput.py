@@ -217,35 +217,43 @@ async def _baseline(api_base: str, judgments: int, concurrency: int) -> int:
     return parsed
 
 
+def run_baseline_child(api_base: str, judgments: int, concurrency: int) -> tuple[float, float, int]:
+    """The plain-asyncio LiteLLM script in a process of its own: (wall s, CPU s, peak RSS)."""
+    command = [
+        sys.executable,
+        "-m",
+        "bench.throughput",
+        "--baseline-child",
+        api_base,
+        "--judgments",
+        str(judgments),
+        "--baseline-concurrency",
+        str(concurrency),
+    ]
+    started = time.monotonic()
+    process = subprocess.Popen(command)
+    peak_rss, cpu = 0, 0.0
+    child = psutil.Process(process.pid)
+    while process.poll() is None:
+        try:
+            peak_rss = max(peak_rss, child.memory_info().rss)
+            usage = child.cpu_times()
+            cpu = usage.user + usage.system
+        except psutil.NoSuchProcess:
+            break
+        time.sleep(0.5)
+    wall = time.monotonic() - started
+    if process.wait() != 0:
+        raise SystemExit("the asyncio baseline failed")
+    return wall, cpu, peak_rss
+
+
 def run_baseline(folder: Path, judgments: int, args: argparse.Namespace) -> dict[str, Any]:
     with local_stack(folder, "baseline", SIMULATOR, 0) as stack:
         simulator_before = cpu_seconds(stack.simulator.process.pid)
-        command = [
-            sys.executable,
-            "-m",
-            "bench.throughput",
-            "--baseline-child",
-            stack.simulator.url,
-            "--judgments",
-            str(judgments),
-            "--baseline-concurrency",
-            str(args.baseline_concurrency),
-        ]
-        started = time.monotonic()
-        process = subprocess.Popen(command)
-        peak_rss = 0
-        child = psutil.Process(process.pid)
-        while process.poll() is None:
-            try:
-                peak_rss = max(peak_rss, child.memory_info().rss)
-                usage = child.cpu_times()
-                cpu = usage.user + usage.system
-            except psutil.NoSuchProcess:
-                break
-            time.sleep(0.5)
-        wall = time.monotonic() - started
-        if process.wait() != 0:
-            raise SystemExit("the asyncio baseline failed")
+        wall, cpu, peak_rss = run_baseline_child(
+            stack.simulator.url, judgments, args.baseline_concurrency
+        )
         simulator_cpu = cpu_seconds(stack.simulator.process.pid) - simulator_before
         per = 1000 / judgments
         return {
