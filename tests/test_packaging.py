@@ -99,12 +99,13 @@ def _fresh_environment(folder: Path, wheel: Path) -> Path:
     return env_dir
 
 
-def _children_of(env_dir: Path) -> list[psutil.Process]:
+def _processes_mentioning(marker: str) -> list[str]:
+    """The command lines of running processes that contain `marker`."""
     found = []
     for process in psutil.process_iter(["cmdline"]):
         cmdline = " ".join(process.info["cmdline"] or [])
-        if str(env_dir) in cmdline:
-            found.append(process)
+        if marker in cmdline:
+            found.append(cmdline)
     return found
 
 
@@ -154,7 +155,7 @@ def test_installed_wheel_runs_the_demo_where_the_folder_holds_hijackers(
     assert "completed; 24 verdicts" in output
     assert "relevance" in output, "the verdict table names the demo's dimensions"
     assert "⚑ review" in output  # the panel disagrees somewhere, visibly
-    assert _children_of(env_dir) == [], "the demo left a process running"
+    assert _processes_mentioning(str(env_dir)) == [], "the demo left a process running"
     # The demo's worker is named, and its simulator's ready-file is named, after its pid.
     assert _processes_mentioning(f"jury-demo-{demo.pid}") == []
     assert _processes_mentioning(f"simulator-{demo.pid}-") == []
@@ -166,8 +167,3 @@ def test_installed_wheel_runs_the_demo_where_the_folder_holds_hijackers(
         check=True,
     ).stdout
     assert version.startswith("jury 0.") and "celery" in version
-
-
-def _processes_mentioning(marker: str) -> list[str]:
-    out = subprocess.run(["ps", "-eo", "args="], capture_output=True, text=True).stdout
-    return [line for line in out.splitlines() if marker in line]
