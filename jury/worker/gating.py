@@ -118,10 +118,11 @@ class GatedCall:
                 if permit.wait_s > 0:
                     await self.sleep(permit.wait_s)
                 # Woken late (a busy CPU), a call would leave together with the next ones:
-                # the gate spaces the sends themselves.
-                async with gate_turn(key):
-                    while (gap := self.limiter.send_gate(key, limits)) > 0:
-                        await self.sleep(gap)
+                # the gate spaces the sends themselves (an rpm's; without one it has none).
+                if limits.rpm:
+                    async with gate_turn(key):
+                        while (gap := self.limiter.send_gate(key, limits)) > 0:
+                            await self.sleep(gap)
                 return
             if self.calls == 1:
                 if permit.outcome == BUSY:
