@@ -4,7 +4,11 @@ printing its verdicts."""
 from __future__ import annotations
 
 import json
+import signal
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -117,10 +121,39 @@ def follow_batch(
     `warning`, and on stderr otherwise."""
     observer = Observer(sessions, batch_id, watch.start() if watch else None)
     try:
-        return _follow(observer, console, timeout, display, out)
+        with _ctrl_c_remembered() as interrupted:
+            return _follow(observer, console, timeout, display, out, interrupted)
     finally:
         if watch is not None:
             watch.stop()
+
+
+@contextmanager
+def _ctrl_c_remembered() -> Iterator[threading.Event]:
+    """Ctrl-C raises KeyboardInterrupt wherever the main thread is; raised inside a finalizer
+    (a collected connection's `__del__`) Python prints and drops it, and following went on
+    after the user's one Ctrl-C (seen once in the suite). The event it also sets is checked
+    at every poll, so one Ctrl-C always stops following."""
+    interrupted = threading.Event()
+
+    def remember(signum: int, frame: object) -> None:
+        interrupted.set()
+        raise KeyboardInterrupt
+
+    try:
+        previous = signal.signal(signal.SIGINT, remember)
+    except ValueError:  # not the main thread (the Python API): no handler of ours
+        yield interrupted
+        return
+    try:
+        yield interrupted
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _pause(interrupted: threading.Event) -> None:
+    if interrupted.wait(POLL_S):
+        raise KeyboardInterrupt
 
 
 def _follow(
@@ -129,13 +162,14 @@ def _follow(
     timeout: float | None,
     display: Display,
     out: IO[str] | None,
+    interrupted: threading.Event,
 ) -> BatchStatus | None:
     deadline = None if timeout is None else time.monotonic() + timeout
     status, progress = observer.observe()
     if display == Display.BAR and console.is_terminal:
         with Live(render(progress), console=console, refresh_per_second=4) as live:
             while not status.status.finished and not _past(deadline):
-                time.sleep(POLL_S)
+                _pause(interrupted)
                 status, progress = observer.observe()
                 live.update(render(progress))
         return status if status.status.finished else None
@@ -164,7 +198,7 @@ def _follow(
         warned = progress.warning
         if ended:
             break
-        time.sleep(POLL_S)
+        _pause(interrupted)
         status, progress = observer.observe()
     return status if status.status.finished else None
 

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
+import signal
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from jury.producer.following import _ctrl_c_remembered, _pause
 from jury.producer.progress import (
     RateMeter,
     describe,
@@ -145,3 +148,17 @@ def test_formats() -> None:
     assert format_duration(3723) == "1:02:03"
     assert format_rate(1234.4) == "1,234 judgments/s"
     assert format_rate(None) == "? judgments/s"
+
+
+def test_one_ctrl_c_stops_following_even_when_python_drops_it() -> None:
+    """Ctrl-C raised inside a finalizer is printed and dropped by Python: following must stop
+    at the next poll all the same, and the previous SIGINT handler comes back after."""
+    before = signal.getsignal(signal.SIGINT)
+    with _ctrl_c_remembered() as interrupted:
+        on_ctrl_c = signal.getsignal(signal.SIGINT)
+        assert callable(on_ctrl_c)
+        with contextlib.suppress(KeyboardInterrupt):  # where Python would drop it
+            on_ctrl_c(signal.SIGINT, None)
+        with pytest.raises(KeyboardInterrupt):
+            _pause(interrupted)
+    assert signal.getsignal(signal.SIGINT) is before
