@@ -8,15 +8,19 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
+import litellm
 import pytest
+from litellm.integrations.custom_logger import CustomLogger
 
 from jury.producer.services import ManagedProcess, start_simulator
 from jury.schemas.batch import Dimension, Item, Judge
 from jury.schemas.errors import PermanentJudgeError, TransientJudgeError
+from jury.worker.gating import GatedCall
 from jury.worker.judging import RetryPolicy, judge_call, task_messages
-from jury.worker.llm_client import LLMReply, complete, price_unpriced_model
+from jury.worker.llm_client import LLMReply, complete, price_unpriced_model, waits_at_send
 from jury.worker.loop import EventLoopThread
 from jury.worker.prompts import build_messages
+from jury.worker.ratelimit import GRANTED, Limits, MemoryRateLimiter, Permit
 
 pytestmark = pytest.mark.integration
 MESSAGES = build_messages(Item(id="a", input="2+2?", output="4"), Dimension(name="relevance"))
@@ -139,3 +143,54 @@ def test_garbage_answers_are_retried_then_reported(tmp_path: Path) -> None:
     assert result.score is None and result.error_kind == "unparseable" and result.attempts == 3
     assert result.prompt_tokens > 0  # tokens of failed attempts are still counted
     assert stats["total"] == 3
+
+
+class GateThatMakesTheCallWait(MemoryRateLimiter):
+    """The in-memory limiter on the real clock: every slot is free, and the send gate makes
+    the call wait twice 0.75 s before letting it pass, recording the pass."""
+
+    def __init__(self, events: list[str]) -> None:
+        super().__init__(2.5)
+        self.events = events
+        self.gaps = [0.75, 0.75]
+
+    def reserve(self, key: str, limits: Limits, tokens: int, token: str) -> Permit:
+        return Permit(GRANTED, 0.0, token)
+
+    def send_gate(self, key: str, limits: Limits) -> float:
+        if self.gaps:
+            return self.gaps.pop()
+        self.events.append("send gate passed")
+        return 0.0
+
+
+class PreCallLog(CustomLogger):  # type: ignore[misc]
+    """LiteLLM's pre-call log: LiteLLM has built the request and is about to send it."""
+
+    def __init__(self, events: list[str]) -> None:
+        super().__init__()
+        self.events = events
+
+    def log_pre_api_call(self, model: str, messages: object, kwargs: object) -> None:
+        self.events.append("litellm built the request")
+
+
+def test_the_send_gate_is_passed_at_the_http_send(simulator: ManagedProcess) -> None:
+    """The send gate spaces calls where the provider counts them: it is passed in the HTTP
+    client's request hook, after LiteLLM's own work on the call (which, on a starved event
+    loop, would otherwise bunch calls that passed the gate evenly). Its wait is not the call's
+    time: 1.5 s at the gate does not use up timeout_s=1."""
+    events: list[str] = []
+    logger = PreCallLog(events)
+    litellm.callbacks.append(logger)
+    try:
+        gated = GatedCall(
+            complete, GateThatMakesTheCallWait(events), 2.5, waits_at_send=waits_at_send
+        )
+        slow_gate = judge(simulator, "openai/balanced", rpm=600, timeout_s=1)
+        reply = LOOP.run(gated(slow_gate, MESSAGES))
+    finally:
+        litellm.callbacks.remove(logger)
+    assert json.loads(reply.text)["score"] in {1, 2, 3, 4, 5}
+    assert events == ["litellm built the request", "send gate passed"]
+    assert reply.latency_ms < 1000  # measured from the send, not from the gate

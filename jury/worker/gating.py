@@ -13,14 +13,16 @@ import asyncio
 import hashlib
 import secrets
 import weakref
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager, nullcontext
 from dataclasses import dataclass, field
+from functools import partial
 
 from jury.schemas.batch import Judge
 from jury.schemas.errors import JuryError, TransientJudgeError
 from jury.worker.judging import CallJudge, ReplyLike, Sleep
 from jury.worker.ratelimit import BUSY, DEFERRED, Limits, RateLimiter
+from jury.worker.send_wait import waiting_at_send
 
 # A 429 without Retry-After silences the model this long.
 DEFAULT_COOL_DOWN_S = 5.0
@@ -73,12 +75,19 @@ def estimate_tokens(judge: Judge, messages: list[dict[str, str]]) -> int:
     return prompt + min(judge.max_tokens, EXPECTED_COMPLETION_TOKENS)
 
 
+def never(judge: Judge) -> bool:
+    return False
+
+
 @dataclass
 class GatedCall:
     call: CallJudge
     limiter: RateLimiter
     horizon_s: float
     sleep: Sleep = asyncio.sleep
+    # Whether `call` runs the send gate's wait at its HTTP send (jury.worker.send_wait) for
+    # this judge; otherwise the gate is passed just before `call`.
+    waits_at_send: Callable[[Judge], bool] = never
     calls: int = field(default=0, init=False)
 
     async def __call__(self, judge: Judge, messages: list[dict[str, str]]) -> ReplyLike:
@@ -88,8 +97,16 @@ class GatedCall:
         token = secrets.token_hex(8)
         if limits.active:
             await self._wait_for_slot(key, limits, estimate, token)
+        # An rpm's send gate: woken late (a busy CPU), a call would leave together with the
+        # next ones; the gate spaces the sends themselves, as close to the wire as the call
+        # lets it.
+        at_send = bool(limits.rpm) and self.waits_at_send(judge)
         try:
-            reply = await self.call(judge, messages)
+            if limits.rpm and not at_send:
+                await self._pass_send_gate(key, limits)
+            gate = partial(self._pass_send_gate, key, limits)
+            with waiting_at_send(gate) if at_send else nullcontext():
+                reply = await self.call(judge, messages)
         except TransientJudgeError as exc:
             self.limiter.finish(key, limits, token, 0)
             if exc.kind == "rate_limited":
@@ -117,12 +134,6 @@ class GatedCall:
             if permit.granted:
                 if permit.wait_s > 0:
                     await self.sleep(permit.wait_s)
-                # Woken late (a busy CPU), a call would leave together with the next ones:
-                # the gate spaces the sends themselves (an rpm's; without one it has none).
-                if limits.rpm:
-                    async with gate_turn(key):
-                        while (gap := self.limiter.send_gate(key, limits)) > 0:
-                            await self.sleep(gap)
                 return
             if self.calls == 1:
                 if permit.outcome == BUSY:
@@ -130,6 +141,11 @@ class GatedCall:
                 if permit.outcome == DEFERRED or permit.wait_s > self.horizon_s:
                     raise Deferred(permit.wait_s)
             await self.sleep(permit.wait_s)
+
+    async def _pass_send_gate(self, key: str, limits: Limits) -> None:
+        async with gate_turn(key):
+            while (gap := self.limiter.send_gate(key, limits)) > 0:
+                await self.sleep(gap)
 
     def _learn(self, key: str, reply: ReplyLike) -> None:
         """A provider whose headers say its request window is spent (no request left until

@@ -37,7 +37,7 @@ from jury.store.generations import (
     release_claim,
 )
 from jury.worker.endpoint_client import ask_endpoint
-from jury.worker.gating import Deferred, GatedCall
+from jury.worker.gating import Deferred
 from jury.worker.judging import CallTally, ReplyLike, ask
 from jury.worker.runtime import WorkerRuntime
 
@@ -132,7 +132,7 @@ async def answer(
         # Waiting for a rate-limit slot in the loop (a generation is never parked), and not
         # counted as an attempt.
         while True:
-            gated = GatedCall(runtime.call, runtime.limiter, runtime.settings.rate_horizon_s)
+            gated = runtime.gated_call()
             try:
                 return await gated(judge, messages)
             except Deferred as exc:

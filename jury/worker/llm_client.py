@@ -23,6 +23,7 @@ from litellm import exceptions as llm_errors
 from jury.schemas.batch import Judge
 from jury.schemas.errors import PermanentJudgeError, TransientJudgeError
 from jury.schemas.placeholders import call_settings, redact
+from jury.worker.send_wait import at_http_send, pending_wait, waiting_at_send
 from jury.worker.usage import checked_cost, checked_usage
 
 litellm.suppress_debug_info = True
@@ -200,6 +201,18 @@ def classify_error(
     return TransientJudgeError(message, kind="provider_error")
 
 
+def _sent_without_the_hook(judge: Judge) -> None:
+    """The call was answered but its request never met the hook: this model's calls leave
+    through another client. Its later calls pass the gate before the call instead."""
+    if judge.model not in _UNHOOKED:
+        _UNHOOKED.add(judge.model)
+        logging.getLogger(__name__).warning(
+            "calls to %s do not pass jury's HTTP request hook: its send gate runs before "
+            "LiteLLM instead",
+            judge.model,
+        )
+
+
 def _cost(judge: Judge, prompt_tokens: int, completion_tokens: int, response: Any) -> float:
     """The judge's own prices when the batch gives them, else LiteLLM's price map."""
     if judge.input_cost_per_token is not None or judge.output_cost_per_token is not None:
@@ -215,6 +228,42 @@ def _cost(judge: Judge, prompt_tokens: int, completion_tokens: int, response: An
         return float(litellm.completion_cost(completion_response=response) or 0.0)
     except Exception:
         return 0.0  # a model missing from the price map (e.g. the simulator) costs nothing known
+
+
+# Models whose calls were seen leaving without the request hook (another HTTP client than the
+# shared session): their send gate is passed before the call instead (waits_at_send).
+_UNHOOKED: set[str] = set()
+
+
+@functools.cache
+def install_send_hook() -> None:
+    """Route LiteLLM's OpenAI-compatible calls through one HTTP client whose request hook runs
+    the call's send-gate wait (jury.worker.send_wait). LiteLLM wraps `litellm.aclient_session`
+    in every OpenAI SDK client it builds, when one is set, and never closes it
+    (litellm/llms/openai/common_utils.py: `_get_async_http_client`,
+    `owns_wrapped_http_client`); the session is built as LiteLLM builds its own (its aiohttp
+    transport, which follows the running event loop), with the hook added. Once per process,
+    before LiteLLM builds and caches any client."""
+    from litellm.llms.openai.common_utils import BaseOpenAILLM
+
+    if litellm.aclient_session is None:
+        litellm.aclient_session = BaseOpenAILLM._get_async_http_client()
+    session = litellm.aclient_session
+    if session is not None and at_http_send not in session.event_hooks["request"]:
+        hooks = session.event_hooks
+        session.event_hooks = {**hooks, "request": [*hooks["request"], at_http_send]}
+
+
+def waits_at_send(judge: Judge) -> bool:
+    """Whether complete() runs the send gate at the HTTP send for this judge: LiteLLM's
+    OpenAI provider (OpenAI, and every server behind `openai/` with an api_base) sends through
+    the hooked session; other providers use LiteLLM's own HTTP handlers."""
+    if judge.model in _UNHOOKED:
+        return False
+    try:
+        return bool(litellm.get_llm_provider(judge.model)[1] == "openai")
+    except Exception:
+        return False
 
 
 async def complete(judge: Judge, messages: list[dict[str, str]]) -> LLMReply:
@@ -237,13 +286,30 @@ async def complete(judge: Judge, messages: list[dict[str, str]]) -> LLMReply:
         kwargs["api_base"] = judge.api_base
     if api_key:
         kwargs["api_key"] = api_key
+    install_send_hook()
+    gate = pending_wait()
     started = time.perf_counter()
     try:
         # One deadline for the whole call, connecting and receiving included: LiteLLM's own
         # timeout bounds each read, so a server trickling its answer would never time out.
         # asyncio.timeout, not wait_for: the same deadline without a second task per call.
-        async with asyncio.timeout(judge.timeout_s):
-            response = await litellm.acompletion(**kwargs)
+        async with asyncio.timeout(judge.timeout_s) as deadline:
+            if gate is None:
+                response = await litellm.acompletion(**kwargs)
+            else:
+
+                async def gate_then_send() -> None:
+                    # Waiting at the gate is not the call's time: timeout_s starts at the send.
+                    nonlocal started
+                    deadline.reschedule(None)
+                    await gate()
+                    deadline.reschedule(asyncio.get_running_loop().time() + judge.timeout_s)
+                    started = time.perf_counter()
+
+                with waiting_at_send(gate_then_send):
+                    response = await litellm.acompletion(**kwargs)
+                    if pending_wait() is not None:
+                        _sent_without_the_hook(judge)
     except TimeoutError:
         raise TransientJudgeError(
             f"no complete answer within timeout_s={judge.timeout_s:g} s", kind="timeout"

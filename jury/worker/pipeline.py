@@ -41,7 +41,7 @@ from jury.store.escalations import is_escalated
 from jury.store.provider_batches import record_requests
 from jury.store.samples import SampleWrite, count_cells, record_writes
 from jury.worker.cache import cache_key, cached_samples
-from jury.worker.gating import Deferred, GatedCall
+from jury.worker.gating import Deferred
 from jury.worker.heuristics import measure
 from jury.worker.judging import internal_error, judge_call, task_messages
 from jury.worker.prompt_templates import Asking, asking_of
@@ -221,7 +221,7 @@ async def _call(runtime: WorkerRuntime, ref: SampleRef, prepared: _Prepared) -> 
                 prepared.spec.orders,
                 ref.sample,
             )
-        gated = GatedCall(runtime.call, runtime.limiter, runtime.settings.rate_horizon_s)
+        gated = runtime.gated_call()
         return await judge_call(
             prepared.judge,
             prepared.dimensions,

@@ -15,7 +15,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
-from jury.schemas.batch import BatchConfig, Item
+from jury.schemas.batch import BatchConfig, Item, Judge
 from jury.schemas.settings import Settings, judge_lanes
 from jury.schemas.status import BatchState
 from jury.schemas.tasks import SampleRef
@@ -25,6 +25,7 @@ from jury.store.repository import batch_state, load_config, load_item, stop_runn
 from jury.store.samples import stored_cost
 from jury.worker.budget import BudgetMeter
 from jury.worker.cache import ResultCache
+from jury.worker.gating import GatedCall, never
 from jury.worker.grouping import Grouped
 from jury.worker.judging import CallJudge, RetryPolicy
 from jury.worker.loop import EventLoopThread
@@ -91,10 +92,12 @@ class WorkerRuntime:
             base_delay_s=settings.retry_base_delay_s,
             max_delay_s=settings.retry_max_delay_s,
         )
+        self.waits_at_send: Callable[[Judge], bool] = never
         if call is None:
-            from jury.worker.llm_client import complete  # imports litellm: once, at first use
+            # Imports litellm: once, at first use.
+            from jury.worker.llm_client import complete, waits_at_send
 
-            call = complete
+            call, self.waits_at_send = complete, waits_at_send
             freeze_startup_heap()
             space_young_collections()
         self.call = call
@@ -116,6 +119,15 @@ class WorkerRuntime:
         )
         self.result_cache = ResultCache(self.sessions)
         self._groups: dict[object, Grouped[Any, Any]] = {}
+
+    def gated_call(self) -> GatedCall:
+        """The LLM call behind the cluster-wide rate limiter, for one task."""
+        return GatedCall(
+            self.call,
+            self.limiter,
+            self.settings.rate_horizon_s,
+            waits_at_send=self.waits_at_send,
+        )
 
     def grouped(
         self,
