@@ -173,6 +173,28 @@ def test_the_send_gate_spaces_sends(limiter: RateLimiter) -> None:
     assert limiter.send_gate("m", Limits()) == 0.0  # no rpm: no gate
 
 
+def test_no_second_holds_more_sends_than_its_quota(limiter: RateLimiter) -> None:
+    """Calls passing the gate as fast as it lets them (late calls catching up) leave
+    SEND_SPACING of an interval apart, but never more than a second's quota in any second:
+    a provider counting its quota per second would answer the surplus 429."""
+    limits = Limits(rpm=1200)  # 20 a second, 50 ms apart
+    clock = getattr(limiter, "clock", None)
+    sent: list[float] = []
+    while len(sent) < 30:
+        wait = limiter.send_gate("m", limits)
+        if wait <= 0:
+            sent.append(clock() if isinstance(clock, FakeClock) else time.monotonic())
+        elif isinstance(clock, FakeClock):
+            clock.now += wait
+        else:
+            time.sleep(wait)  # the gate's own wait, as a worker sleeps it
+    gaps = [later - earlier for earlier, later in itertools.pairwise(sent)]
+    assert min(gaps) >= 0.05 * SEND_SPACING - 0.002  # spaced...
+    assert min(gaps) < 0.05 * 0.95  # ...catching up, closer than the pace...
+    spans = [sent[i + 20] - sent[i] for i in range(len(sent) - 20)]
+    assert min(spans) >= 1.0 - 0.003  # ...but 21 sends always span a second
+
+
 def test_a_freed_slot_goes_to_the_first_in_line(redis_url: str) -> None:
     """A model at its in-flight cap: the call that finishes moves the first waiting task back
     to its queue; the safety net releases waiters when a slot-holder died."""

@@ -26,6 +26,7 @@ parametrised fixture.
 from __future__ import annotations
 
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -73,10 +74,11 @@ class RateLimiter(Protocol):
         """A 429: no call to this model, from any worker, for `seconds`."""
 
     def send_gate(self, key: str, limits: Limits) -> float:
-        """Just before a call is sent: 0 (send it now, recorded as the model's last send), or
-        how long to wait so that it leaves at least one rpm interval after the model's last
-        send. A call that woke late for its slot (a busy CPU) would otherwise leave together
-        with the calls after it, and a provider counting a short window would answer 429."""
+        """Just before a call is sent: 0 (send it now, recorded as the model's latest send),
+        or how long to wait (send_wait): SEND_SPACING of an rpm interval after the model's
+        last send, and no more than SEND_WINDOW_S of quota in any SEND_WINDOW_S. A call that
+        woke late for its slot (a busy CPU) would otherwise leave together with the calls
+        after it, and a provider counting a short window would answer 429."""
 
     def slow_down(self, key: str, factor: float) -> None:
         """The provider pushed back (a 429, or its headers say its window is nearly spent):
@@ -93,12 +95,34 @@ IN_FLIGHT_POLL_S = 0.2
 # than the interval, so that calls on time never wait at the gate, and calls that bunched
 # after a stall are spread out again.
 SEND_SPACING = 0.9
+# ...but within any stretch of sends worth this many seconds of quota, never faster than the
+# quota: the shortest window providers are known to count a quota over (OpenAI: "per second").
+# Without it, calls catching up after a stall at 1/SEND_SPACING of the pace filled the
+# provider's one-second window, and the send a window after a late one met it full.
+SEND_WINDOW_S = 1.0
 # The pace never falls below this fraction of the quota: 429s beyond it are the provider's
 # (another client on the same key, a smaller quota than declared), and the cool-down after
 # each handles them.
 MIN_PACE = 0.8
 # After a slow-down the pace gets this much back per ten seconds of calls at the full rate.
 PACE_RECOVERY = 0.2
+
+
+def sends_per_window(rpm: int) -> int:
+    return max(1, round(rpm * SEND_WINDOW_S / 60))
+
+
+def send_wait(sends: list[float], now: float, interval: float, stretch: int) -> float:
+    """How long a send waits at the gate (seconds, <= 0: now), given the model's latest sends
+    (the latest first): SEND_SPACING of an interval after the last one, and `stretch`
+    intervals after the one `stretch` sends back. (_LUA_GATE in jury.worker.ratelimit_redis
+    is the same rule in Redis.)"""
+    if not sends:
+        return 0.0
+    wait = sends[0] + interval * SEND_SPACING - now
+    if len(sends) >= stretch:
+        wait = max(wait, sends[stretch - 1] + stretch * interval - now)
+    return wait
 
 
 def pace_step(limits: Limits) -> float:
@@ -114,7 +138,7 @@ class _ModelState:
     cool_until: float = 0.0
     defer: float = 0.0
     pace: float = 1.0
-    last_send: float | None = None
+    sends: deque[float] = field(default_factory=deque)  # the latest first
     in_flight: dict[str, float] = field(default_factory=dict)
 
 
@@ -172,10 +196,14 @@ class MemoryRateLimiter:
     def send_gate(self, key: str, limits: Limits) -> float:
         state = self.models.setdefault(key, _ModelState())
         now = self.clock()
-        if limits.rpm and state.last_send is not None:
-            spacing = 60 / limits.rpm * self.slack / state.pace * SEND_SPACING
-            wait = state.last_send + spacing - now
-            if wait > 0:
-                return wait
-        state.last_send = now
+        if not limits.rpm:
+            return 0.0
+        interval = 60 / limits.rpm * self.slack / state.pace
+        stretch = sends_per_window(limits.rpm)
+        wait = send_wait(list(state.sends), now, interval, stretch)
+        if wait > 0:
+            return wait
+        state.sends.appendleft(now)
+        while len(state.sends) > stretch:
+            state.sends.pop()
         return 0.0

@@ -21,6 +21,7 @@ from jury.worker.ratelimit import (
     Limits,
     Permit,
     pace_step,
+    sends_per_window,
 )
 
 # Keys expire when a model goes quiet, so Redis holds state only for models in use.
@@ -102,17 +103,26 @@ end
 return moved
 """
 
-# The send gate: at least `spacing` ms between two sends of a model, cluster-wide. A wait is
-# returned rounded up: Redis truncates a Lua number to an integer reply, and a wait under a
-# millisecond, truncated to 0, read as "send now" without recording the send.
+# The send gate (jury.worker.ratelimit.send_wait), cluster-wide: a model's latest sends in a
+# list, the latest first. A wait is returned rounded up: Redis truncates a Lua number to an
+# integer reply, and a wait under a millisecond, truncated to 0, read as "send now" without
+# recording the send.
 _LUA_GATE = """
 local t = redis.call('TIME')
 local now = t[1] * 1000 + math.floor(t[2] / 1000)
 local pace = tonumber(redis.call('GET', KEYS[2]) or '1')
-local spacing = tonumber(ARGV[1]) / pace
-local last = tonumber(redis.call('GET', KEYS[1]) or '0')
-if last + spacing > now then return math.ceil(last + spacing - now) end
-redis.call('SET', KEYS[1], now, 'PX', tonumber(ARGV[2]))
+local interval = tonumber(ARGV[1]) / pace
+local stretch = tonumber(ARGV[3])
+local sends = redis.call('LRANGE', KEYS[1], 0, stretch - 1)
+local wait = 0
+if #sends > 0 then wait = tonumber(sends[1]) + interval * tonumber(ARGV[4]) - now end
+if #sends >= stretch then
+  wait = math.max(wait, tonumber(sends[stretch]) + stretch * interval - now)
+end
+if wait > 0 then return math.ceil(wait) end
+redis.call('LPUSH', KEYS[1], now)
+redis.call('LTRIM', KEYS[1], 0, stretch - 1)
+redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[2]))
 return 0
 """
 
@@ -132,7 +142,7 @@ return 1
 
 def model_keys(prefix: str, key: str) -> list[str]:
     base = f"{prefix}{{{key}}}"  # one hash tag: all of a model's keys on one Redis Cluster slot
-    names = ("rpm", "tpm", "cool", "inflight", "defer", "pace", "cap", "waiters", "sent")
+    names = ("rpm", "tpm", "cool", "inflight", "defer", "pace", "cap", "waiters", "sends")
     return [f"{base}:{name}" for name in names]
 
 
@@ -199,8 +209,11 @@ class RedisRateLimiter:
         if not limits.rpm:
             return 0.0
         keys = model_keys(self.prefix, key)
-        spacing_ms = 60000 / limits.rpm * (1 + self.margin) * SEND_SPACING
-        wait_ms = self._gate(keys=[keys[8], keys[5]], args=[spacing_ms, STATE_TTL_MS])
+        interval_ms = 60000 / limits.rpm * (1 + self.margin)
+        stretch = sends_per_window(limits.rpm)
+        wait_ms = self._gate(
+            keys=[keys[8], keys[5]], args=[interval_ms, STATE_TTL_MS, stretch, SEND_SPACING]
+        )
         return max(0.0, float(wait_ms) / 1000)
 
     def slow_down(self, key: str, factor: float) -> None:
