@@ -84,16 +84,23 @@ def write_batch(folder: Path, api_base: str, items: int, n: dict[str, int]) -> P
 
 
 def model_figures(stats: dict[str, Any], makespan: float) -> dict[str, dict[str, float]]:
+    """Per model: its quota's use over the whole makespan (submission to the last verdict),
+    and while the provider was answering it (its first to its latest answer: the limiter's
+    own share, without the batch's start and end)."""
     figures = {}
     for model, rpm in MODELS.items():
         counts = stats["models"].get(model, {})
         ok, throttled = counts.get("200", 0), counts.get("429", 0)
         total = sum(v for k, v in counts.items() if k.isdigit())
+        first, last = stats.get("answered_s", {}).get(model, (0.0, 0.0))
         figures[model] = {
             "rpm": rpm,
             "calls_ok": ok,
             "answered_429": throttled,
             "utilisation": round(ok / (rpm * makespan / 60), 3) if makespan else 0.0,
+            "use_while_answering": (
+                round((ok - 1) / (rpm * (last - first) / 60), 3) if last > first else 0.0
+            ),
             "share_429": round(throttled / total, 4) if total else 0.0,
         }
     return figures
@@ -252,12 +259,15 @@ def run_baseline(folder: Path, args: argparse.Namespace) -> dict[str, Any]:
 def print_table(rows: list[dict[str, Any]]) -> None:
     columns = ["makespan_s", "ideal_s", "ratio", "requests", "share_429", "retries", "deferrals"]
     lines = [(column, figure(column)) for column in columns]
-    lines += [(f"util {model}", _utilisation(model)) for model in MODELS]
+    lines += [(f"util {model}", _model_figure(model, "utilisation")) for model in MODELS]
+    lines += [
+        (f"use answering {model}", _model_figure(model, "use_while_answering")) for model in MODELS
+    ]
     print_runs(rows, "run", lines, label_width=22)
 
 
-def _utilisation(model: str) -> Callable[[dict[str, Any]], object]:
-    return lambda row: row["models"][model]["utilisation"]
+def _model_figure(model: str, name: str) -> Callable[[dict[str, Any]], object]:
+    return lambda row: row["models"][model][name]
 
 
 def main() -> None:

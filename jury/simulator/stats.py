@@ -23,6 +23,9 @@ class AnswerStats:
         self._max_in_flight: Counter[str] = Counter()
         self._all_in_flight = 0
         self._max_all_in_flight = 0
+        # Per model, when its first and its latest 200 were answered (uptime seconds): the
+        # span over which the provider was kept busy, for rate-limit benchmarks.
+        self._answered: dict[str, list[float]] = {}
 
     def enter(self, model: str) -> None:
         self._in_flight[model] += 1
@@ -41,6 +44,9 @@ class AnswerStats:
         """Count one answer sent for `model` with this HTTP status."""
         self._counter(model)[str(status)] += 1
         self._total += 1
+        if status == 200:
+            now = self._clock() - self._started
+            self._answered.setdefault(model, [now, now])[1] = now
 
     def record_event(self, model: str, event: str) -> None:
         """Count a fault (garbage or timeout) on top of the answer's status."""
@@ -48,6 +54,7 @@ class AnswerStats:
 
     def reset(self) -> None:
         self._per_model.clear()
+        self._answered.clear()
         self._total = 0
         self._max_in_flight = Counter(self._in_flight)
         self._max_all_in_flight = self._all_in_flight
@@ -60,4 +67,8 @@ class AnswerStats:
             "max_in_flight": self._max_all_in_flight,
             "max_in_flight_per_model": dict(sorted(self._max_in_flight.items())),
             "uptime_s": round(self._clock() - self._started, 3),
+            "answered_s": {
+                model: [round(first, 3), round(last, 3)]
+                for model, (first, last) in sorted(self._answered.items())
+            },
         }
