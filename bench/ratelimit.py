@@ -145,6 +145,7 @@ def run_jury(folder: Path, workers: int, args: argparse.Namespace) -> dict[str, 
         batch = write_batch(folder / label, stack.simulator.url, items, n)
         as_a_remote_provider(stack.simulator)
         with cpu_hog(args.hog):
+            provider_clock = simulator_stats(stack.simulator)["uptime_s"]
             started = time.monotonic()
             batch_id = submit_batch(load_batch(batch), sessions, stack.app)
             wait_for(
@@ -159,7 +160,21 @@ def run_jury(folder: Path, workers: int, args: argparse.Namespace) -> dict[str, 
                 )
             )
         deferrals = sum(w.log_tail(10**7).count("parking the task") for w in stack.workers)
-        return _row(label, makespan, items, n, stats, int(retries or 0), deferrals)
+        row = _row(label, makespan, items, n, stats, int(retries or 0), deferrals)
+        return {**row, **_start_and_end(stats, provider_clock, makespan)}
+
+
+def _start_and_end(stats: dict[str, Any], submitted: float, makespan: float) -> dict[str, float]:
+    """Where the makespan went besides the provider's answering: from the submission to the
+    first answer, and from the last answer to the batch's end (storing, the last verdicts)."""
+    spans = list(stats.get("answered_s", {}).values())
+    if not spans:
+        return {}
+    first, last = min(s[0] for s in spans), max(s[1] for s in spans)
+    return {
+        "to_first_answer_s": round(first - submitted, 2),
+        "after_last_answer_s": round(makespan - (last - submitted), 2),
+    }
 
 
 # Seconds over which the simulator enforces each quota (--rate-window); see main().
@@ -258,6 +273,7 @@ def run_baseline(folder: Path, args: argparse.Namespace) -> dict[str, Any]:
 
 def print_table(rows: list[dict[str, Any]]) -> None:
     columns = ["makespan_s", "ideal_s", "ratio", "requests", "share_429", "retries", "deferrals"]
+    columns += ["to_first_answer_s", "after_last_answer_s"]
     lines = [(column, figure(column)) for column in columns]
     lines += [(f"util {model}", _model_figure(model, "utilisation")) for model in MODELS]
     lines += [

@@ -55,6 +55,9 @@ from jury.store.sql import Sessions
 CURSOR_TTL_S = 30 * 86_400
 # A live producer renews its claim on the batch well within this many seconds.
 LOCK_TTL_S = 30
+# Judge tasks in the first wave: the workers get work in tens of milliseconds instead of
+# after a whole wave (JURY_PUBLISH_WAVE) was recorded and queued.
+FIRST_WAVE_TASKS = 200
 
 
 def new_batch_id() -> str:
@@ -142,7 +145,8 @@ def _publish_from(
         def wave_key(item: Item) -> str:
             return source_item_id(item.id, names) if names else item.id
 
-        for chunk in _chunks(islice(source.items(), start, None), items_per_wave, wave_key):
+        sizes = wave_sizes(FIRST_WAVE_TASKS // per_item, items_per_wave)
+        for chunk in _chunks(islice(source.items(), start, None), sizes, wave_key):
             if not publisher.wait_for_room(len(chunk) * per_item, keep_going) or not keep_going():
                 state = batch_state(sessions, batch_id)
                 raise JuryError(f"batch {batch_id} was {state.value} during its submission")
@@ -200,13 +204,25 @@ def _record_stop(sessions: Sessions, batch_id: str, position: int, exc: Exceptio
         pass  # the store is what failed; the original error says so
 
 
-def _chunks(items: Iterator[Item], size: int, key: Callable[[Item], str]) -> Iterator[list[Item]]:
-    """Waves of about `size` items; items of one `key` are never split between two."""
+def wave_sizes(first: int, most: int) -> Iterator[int]:
+    """Items per wave: the first wave small, so that the workers start judging while the rest
+    is being recorded and queued; each next one twice as large, up to `most`."""
+    size = max(1, min(first, most))
+    while True:
+        yield size
+        size = min(most, size * 2)
+
+
+def _chunks(
+    items: Iterator[Item], sizes: Iterator[int], key: Callable[[Item], str]
+) -> Iterator[list[Item]]:
+    """Waves of about the next of `sizes` items; items of one `key` are never split."""
     chunk: list[Item] = []
+    size = next(sizes)
     for item in items:
         if len(chunk) >= size and key(item) != key(chunk[-1]):
             yield chunk
-            chunk = []
+            chunk, size = [], next(sizes)
         chunk.append(item)
     if chunk:
         yield chunk

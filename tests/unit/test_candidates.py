@@ -147,7 +147,7 @@ def test_more_than_two_candidates_are_compared_pair_by_pair() -> None:
 
 
 def test_waves_never_split_the_pair_items_of_one_input() -> None:
-    from jury.producer.submission import _chunks
+    from jury.producer.submission import _chunks, wave_sizes
 
     names = ["a", "b", "c"]
     context = {"pairwise": True, "generated": True}
@@ -156,11 +156,18 @@ def test_waves_never_split_the_pair_items_of_one_input() -> None:
         for q in ("q1", "q2", "q3")
         for fields in expand_for_candidates({"id": q, "input": "?"}, names)
     ]
-    waves = list(_chunks(iter(items), 2, lambda item: source_item_id(item.id, names)))
+
+    def pairs(item: Item) -> str:
+        return source_item_id(item.id, names)
+
+    waves = list(_chunks(iter(items), wave_sizes(2, 2), pairs))
     assert [len(w) for w in waves] == [3, 3, 3]
     assert all(len({source_item_id(i.id, names) for i in wave}) == 1 for wave in waves)
-    plain = list(_chunks(iter(items), 2, lambda item: item.id))  # no candidates: by size
+    plain = list(_chunks(iter(items), wave_sizes(2, 2), lambda item: item.id))  # by size
     assert [len(w) for w in plain] == [2, 2, 2, 2, 1]
+    # The first wave small (the workers start at once), each next twice as large, at most 4.
+    growing = list(_chunks(iter(items), wave_sizes(1, 4), lambda item: item.id))
+    assert [len(w) for w in growing] == [1, 2, 4, 2]
 
 
 def test_an_llm_candidate_litellm_cannot_route_is_refused_at_loading(tmp_path: Path) -> None:
