@@ -4,6 +4,8 @@ mapped onto jury's transient/permanent errors (retries are ours, not LiteLLM's).
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -194,3 +196,23 @@ def test_the_send_gate_is_passed_at_the_http_send(simulator: ManagedProcess) -> 
     assert json.loads(reply.text)["score"] in {1, 2, 3, 4, 5}
     assert events == ["litellm built the request", "send gate passed"]
     assert reply.latency_ms < 1000  # measured from the send, not from the gate
+
+
+def test_a_warmed_up_worker_s_first_call_imports_next_to_nothing(
+    simulator: ManagedProcess,
+) -> None:
+    """The OpenAI SDK imports its ~470 resource modules at its first request: a worker warms
+    up at its start, so that a batch's first judgments do not wait for it."""
+    code = (
+        "import asyncio, sys\n"
+        "from jury.schemas.batch import Judge\n"
+        "from jury.worker.llm_client import complete, warm_up\n"
+        "warm_up()\n"
+        "before = set(sys.modules)\n"
+        f"judge = Judge(model='openai/balanced', api_base={simulator.url!r})\n"
+        f"asyncio.run(complete(judge, {MESSAGES!r}))\n"
+        "print(len(set(sys.modules) - before))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert int(done.stdout.split()[-1]) < 100  # without warm_up(): about 500

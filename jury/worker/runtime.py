@@ -95,9 +95,10 @@ class WorkerRuntime:
         self.waits_at_send: Callable[[Judge], bool] = never
         if call is None:
             # Imports litellm: once, at first use.
-            from jury.worker.llm_client import complete, waits_at_send
+            from jury.worker.llm_client import complete, waits_at_send, warm_up
 
             call, self.waits_at_send = complete, waits_at_send
+            warm_up()
             freeze_startup_heap()
             space_young_collections()
         self.call = call
