@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-from sqlalchemy import case, delete, func, select, update
+from sqlalchemy import Float, Integer, Update, bindparam, case, delete, func, select, update
 from sqlalchemy.orm import Session
 
 from jury.schemas.judge_prompts import PassVote
@@ -123,24 +123,43 @@ def _write_verdict(session: Session, entry: CellVerdict) -> bool:
 
 def _count_verdicts(session: Session, batch_id: str, counts: _Counts) -> None:
     """The batch's progress counters, and its end when these verdicts were its last."""
-    n_verdicts = BatchRow.n_verdicts + counts.verdicts
-    last = (BatchRow.status == BatchState.RUNNING.value) & (n_verdicts >= BatchRow.n_cells)
     state = session.execute(
+        _COUNT_VERDICTS,
+        {
+            "batch": batch_id,
+            "verdicts": counts.verdicts,
+            "samples": counts.samples,
+            "failed": counts.failed,
+            "flagged": counts.flagged,
+            "cost": counts.cost,
+        },
+    ).scalar()
+    if state == BatchState.COMPLETED.value:  # its last verdict: completed, degraded or failed
+        settle_outcome(session, batch_id)
+
+
+def _count_verdicts_statement() -> Update:
+    """Built once: building the expression for every group of verdicts cost the aggregating
+    worker more than running it."""
+    n_verdicts = BatchRow.n_verdicts + bindparam("verdicts", type_=Integer)
+    last = (BatchRow.status == BatchState.RUNNING.value) & (n_verdicts >= BatchRow.n_cells)
+    return (
         update(BatchRow)
-        .where(BatchRow.id == batch_id)
+        .where(BatchRow.id == bindparam("batch"))
         .values(
             n_verdicts=n_verdicts,
-            n_samples=BatchRow.n_samples + counts.samples,
-            n_failed_samples=BatchRow.n_failed_samples + counts.failed,
-            n_flagged=BatchRow.n_flagged + counts.flagged,
-            cost_usd=BatchRow.cost_usd + counts.cost,
+            n_samples=BatchRow.n_samples + bindparam("samples", type_=Integer),
+            n_failed_samples=BatchRow.n_failed_samples + bindparam("failed", type_=Integer),
+            n_flagged=BatchRow.n_flagged + bindparam("flagged", type_=Integer),
+            cost_usd=BatchRow.cost_usd + bindparam("cost", type_=Float),
             status=case((last, BatchState.COMPLETED.value), else_=BatchRow.status),
             finished_at=case((last, func.now()), else_=BatchRow.finished_at),
         )
         .returning(BatchRow.status)
-    ).scalar()
-    if state == BatchState.COMPLETED.value:  # its last verdict: completed, degraded or failed
-        settle_outcome(session, batch_id)
+    )
+
+
+_COUNT_VERDICTS = _count_verdicts_statement()
 
 
 def iter_verdicts(sessions: Sessions, batch_id: str, chunk: int = 500) -> Iterator[Verdict]:

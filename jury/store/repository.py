@@ -130,21 +130,16 @@ def batch_source(sessions: Sessions, batch_id: str) -> str:
 
 
 def load_item(sessions: Sessions, batch_id: str, item_id: str) -> Item:
+    return load_item_at(sessions, batch_id, item_id)[0]
+
+
+def load_item_at(sessions: Sessions, batch_id: str, item_id: str) -> tuple[Item, int]:
+    """The item, and its position in the batch."""
     with sessions() as session:
         row = session.get(ItemRow, (batch_id, item_id))
         if row is None:
             raise UnknownBatchError(f"no item {item_id!r} in batch {batch_id!r}")
-        return Item.model_validate(row.payload)
-
-
-def item_positions(sessions: Sessions, batch_id: str, item_ids: list[str]) -> dict[str, int]:
-    with sessions() as session:
-        rows = session.execute(
-            select(ItemRow.item_id, ItemRow.position).where(
-                ItemRow.batch_id == batch_id, ItemRow.item_id.in_(item_ids)
-            )
-        )
-        return {item_id: position for item_id, position in rows}
+        return Item.model_validate(row.payload), row.position
 
 
 def batch_status(sessions: Sessions, batch_id: str) -> BatchStatus:

@@ -25,7 +25,6 @@ from jury.schemas.results import SampleResult, Verdict
 from jury.schemas.tasks import CellRef, SampleRef
 from jury.store.cells import CellVerdict, save_cells
 from jury.store.escalations import is_escalated, mark_escalated
-from jury.store.repository import item_positions
 from jury.store.samples import pair_judgments, samples_of_cells
 from jury.worker.aggregation import build_verdict, cell_pass_vote
 from jury.worker.runtime import WorkerRuntime
@@ -163,14 +162,8 @@ def _verdict(
 
 
 def _with_positions(runtime: WorkerRuntime, pending: list[tuple[int, CellVerdict]]) -> None:
-    """Fill in each verdict's item position (one query per batch)."""
-    by_batch: dict[str, set[str]] = {}
-    for _, entry in pending:
-        by_batch.setdefault(entry.cell.batch_id, set()).add(entry.cell.item_id)
-    positions = {
-        batch_id: item_positions(runtime.sessions, batch_id, sorted(items))
-        for batch_id, items in by_batch.items()
-    }
+    """Fill in each verdict's item position, from the worker's item cache: the worker that
+    aggregates a cell stored its last sample, so it read the item moments ago."""
     for index, (at, entry) in enumerate(pending):
-        item_position = positions[entry.cell.batch_id][entry.cell.item_id]
+        item_position = runtime.item_at(entry.cell.batch_id, entry.cell.item_id)[1]
         pending[index] = (at, replace(entry, positions=(item_position, entry.positions[1])))

@@ -21,7 +21,7 @@ from jury.schemas.status import BatchState
 from jury.schemas.tasks import SampleRef
 from jury.store.engine import session_factory
 from jury.store.redis_client import BrokerRedis
-from jury.store.repository import batch_state, load_config, load_item, stop_running_batch
+from jury.store.repository import batch_state, load_config, load_item_at, stop_running_batch
 from jury.store.samples import stored_cost
 from jury.worker.budget import BudgetMeter
 from jury.worker.cache import ResultCache
@@ -107,7 +107,7 @@ class WorkerRuntime:
             STORE_THREADS, thread_name_prefix="jury-store"
         )
         self.config = functools.lru_cache(maxsize=CONFIG_CACHE_SIZE)(self._config)
-        self.item = functools.lru_cache(maxsize=ITEM_CACHE_SIZE)(self._item)
+        self.item_at = functools.lru_cache(maxsize=ITEM_CACHE_SIZE)(self._item_at)
         self._states: dict[str, tuple[float, BatchState]] = {}
         self._uncapped: dict[str, float] = {}
         self.redis = broker or BrokerRedis.from_settings(settings)
@@ -150,8 +150,11 @@ class WorkerRuntime:
     def _config(self, batch_id: str) -> BatchConfig:
         return load_config(self.sessions, batch_id)
 
-    def _item(self, batch_id: str, item_id: str) -> Item:
-        return load_item(self.sessions, batch_id, item_id)
+    def _item_at(self, batch_id: str, item_id: str) -> tuple[Item, int]:
+        return load_item_at(self.sessions, batch_id, item_id)
+
+    def item(self, batch_id: str, item_id: str) -> Item:
+        return self.item_at(batch_id, item_id)[0]
 
     def state(self, batch_id: str) -> BatchState:
         """The batch's state, cached for STATE_TTL_S; a state that would make us skip work is
