@@ -220,3 +220,12 @@ def queued_messages(settings: Settings, *, drain: bool = False) -> list[bytes]:
         return messages
     finally:
         client.close()
+
+
+def queue_idle(settings: Settings) -> bool:
+    """Nothing queued and nothing delivered but unacknowledged on this test Redis."""
+    client = redis.Redis.from_url(settings.broker_url)
+    try:
+        return not queued_messages(settings) and client.hlen("unacked") == 0
+    finally:
+        client.close()

@@ -7,7 +7,6 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-import redis
 from click.testing import CliRunner
 
 from jury.producer.cli import jury as cli
@@ -20,7 +19,7 @@ from jury.schemas.status import BatchState
 from jury.store.engine import session_factory
 from jury.store.repository import batch_status
 from jury.store.samples import stored_cost
-from tests.conftest import queued_messages, worker_env
+from tests.conftest import queue_idle, worker_env
 from tests.test_cli import jury
 from tests.test_faults import assert_exactly_once
 from tests.test_pipeline import write_batch
@@ -32,15 +31,6 @@ def simulator_calls(simulator: ManagedProcess) -> int:
     with urllib.request.urlopen(simulator.url.removesuffix("/v1") + "/stats") as answer:
         total: int = json.load(answer)["total"]
     return total
-
-
-def queue_idle(settings: Settings) -> bool:
-    """Nothing queued and nothing delivered but unacknowledged on this test Redis."""
-    client = redis.Redis.from_url(settings.broker_url)
-    try:
-        return not queued_messages(settings) and client.hlen("unacked") == 0
-    finally:
-        client.close()
 
 
 def test_resume_rejudges_failed_samples_once_the_judge_is_back(

@@ -188,11 +188,14 @@ def test_no_second_holds_more_sends_than_its_quota(limiter: RateLimiter) -> None
             clock.now += wait
         else:
             time.sleep(wait)  # the gate's own wait, as a worker sleeps it
+    # Redis' gate runs on Redis' clock, these times on ours, a round trip later: 10 ms of
+    # play for a busy machine. Without the window rule 21 sends would span 0.9 s.
+    play = 1e-9 if isinstance(clock, FakeClock) else 0.01
     gaps = [later - earlier for earlier, later in itertools.pairwise(sent)]
-    assert min(gaps) >= 0.05 * SEND_SPACING - 0.002  # spaced...
+    assert min(gaps) >= 0.05 * SEND_SPACING - play  # spaced...
     assert min(gaps) < 0.05 * 0.95  # ...catching up, closer than the pace...
     spans = [sent[i + 20] - sent[i] for i in range(len(sent) - 20)]
-    assert min(spans) >= 1.0 - 0.003  # ...but 21 sends always span a second
+    assert min(spans) >= 1.0 - play  # ...but 21 sends always span a second
 
 
 def test_a_freed_slot_goes_to_the_first_in_line(redis_url: str) -> None:

@@ -222,7 +222,10 @@ def test_ctrl_c_leaves_the_batch_running_and_says_how_to_follow_it(
     batch_id = first.split()[1].rstrip(":")
     assert "judgments" in process.stdout.readline()  # submitted: following it now
     process.send_signal(signal.SIGINT)
-    out, err = process.communicate(timeout=60)
+    try:
+        out, err = process.communicate(timeout=60)
+    finally:
+        process.kill()  # a lost Ctrl-C must not leave it following for ever
     assert process.returncode == 130, out + err
     said = _one_line(err)
     assert f"stopped following batch {batch_id}; the batch goes on" in said
