@@ -6,6 +6,7 @@ import secrets
 
 import redis
 from kombu import Connection
+from kombu.common import ignore_errors
 
 from jury.schemas.settings import Settings
 from jury.worker.app import create_worker_app
@@ -49,5 +50,28 @@ def test_delivery_and_ack_keep_kombus_unacked_hash(redis_url: str) -> None:
         assert not raw.hexists("unacked", tag)
         assert raw.zscore("unacked_index", tag) is None
         simple.close()
+    raw.delete(queue)
+    raw.close()
+
+
+def test_closing_a_channel_whose_connection_is_gone_is_quiet(redis_url: str) -> None:
+    """After a lost broker connection Celery closes the channel, ignoring connection errors.
+    kombu's channel then tried to build a pool from the gone connection (AttributeError: the
+    worker stopped with "Unrecoverable error" when Redis restarted). Ours raises a connection
+    error there, and the delivered message stays in the `unacked` hash, to be given back."""
+    queue = f"jury-transport-{secrets.token_hex(3)}"
+    raw = redis.Redis.from_url(redis_url)
+    with Connection(redis_url, transport=TRANSPORT_PATH) as connection:
+        simple = connection.SimpleQueue(queue)
+        simple.put({"n": 1})
+        message = simple.get(timeout=5)
+        channel = simple.channel
+        channel._disconnect_pools()  # as after a lost connection...
+        channel.connection.client = None  # ...whose kombu Connection is released
+        ignore_errors(connection, channel.close)  # Celery's close path: nothing escapes
+        tag = message.delivery_tag
+        assert raw.hexists("unacked", tag)
+    raw.hdel("unacked", tag)
+    raw.zrem("unacked_index", tag)
     raw.delete(queue)
     raw.close()

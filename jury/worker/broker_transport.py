@@ -21,6 +21,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from kombu.transport import redis as kombu_redis
+from redis import exceptions as redis_errors
 
 TRANSPORT_PATH = "jury.worker.broker_transport:Transport"
 # The schemes kombu itself maps onto kombu.transport.redis:Transport.
@@ -36,6 +37,14 @@ class Channel(kombu_redis.Channel):
         if client:
             yield client
             return
+        if self._pool is None and self.connection.client is None:
+            # The broker connection is closed and gone: kombu would build a pool from it and
+            # fail with an AttributeError (kombu issues #582, #970) that Celery's close path
+            # does not ignore, and the worker stopped with "Unrecoverable error" when Redis
+            # restarted (seen once in the suite). A connection error is what that path
+            # ignores; the unacknowledged messages stay in Redis' `unacked` hash, given back
+            # by the visibility timeout or the dead worker's heartbeat.
+            raise redis_errors.ConnectionError("the broker connection is closed")
         pool = self.pool  # kombu replaces it after a lost connection: follow it
         if self._shared_client is None or self._shared_client_pool is not pool:
             self._shared_client = self._create_client()
