@@ -275,10 +275,13 @@ def waits_at_send(judge: Judge) -> bool:
     """Whether complete() runs the send gate at the HTTP send for this judge: LiteLLM's
     OpenAI provider (OpenAI, and every server behind `openai/` with an api_base) sends through
     the hooked session; other providers use LiteLLM's own HTTP handlers."""
-    if judge.model in _UNHOOKED:
-        return False
+    return judge.model not in _UNHOOKED and _openai_provider(judge.model)
+
+
+@functools.lru_cache(maxsize=256)
+def _openai_provider(model: str) -> bool:
     try:
-        return bool(litellm.get_llm_provider(judge.model)[1] == "openai")
+        return bool(litellm.get_llm_provider(model)[1] == "openai")
     except Exception:
         return False
 
