@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import secrets
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
 
 import redis
 from kombu import Connection
@@ -33,15 +36,31 @@ def test_the_worker_app_uses_the_channel_with_one_client(redis_url: str) -> None
             assert after.connection_pool is channel.pool
 
 
+@contextmanager
+def one_delivered_message(redis_url: str) -> Iterator[tuple[Connection, Any, Any, redis.Redis]]:
+    """A message put on a queue of its own and delivered through our transport, not acked:
+    (connection, queue, message, a plain Redis client). Its traces are removed after."""
+    queue = f"jury-transport-{secrets.token_hex(3)}"
+    raw = redis.Redis.from_url(redis_url)
+    try:
+        with Connection(redis_url, transport=TRANSPORT_PATH) as connection:
+            simple = connection.SimpleQueue(queue)
+            simple.put({"n": 1})
+            message = simple.get(timeout=5)
+            try:
+                yield connection, simple, message, raw
+            finally:
+                raw.hdel("unacked", message.delivery_tag)
+                raw.zrem("unacked_index", message.delivery_tag)
+    finally:
+        raw.delete(queue)
+        raw.close()
+
+
 def test_delivery_and_ack_keep_kombus_unacked_hash(redis_url: str) -> None:
     """A delivered message is in kombu's `unacked` hash until its ack, both written through
     the shared client: what the liveness ledger and the sweeper read."""
-    queue = f"jury-transport-{secrets.token_hex(3)}"
-    raw = redis.Redis.from_url(redis_url)
-    with Connection(redis_url, transport=TRANSPORT_PATH) as connection:
-        simple = connection.SimpleQueue(queue)
-        simple.put({"n": 1})
-        message = simple.get(timeout=5)
+    with one_delivered_message(redis_url) as (_, simple, message, raw):
         assert message.payload == {"n": 1}
         tag = message.delivery_tag
         assert raw.hexists("unacked", tag)
@@ -50,8 +69,6 @@ def test_delivery_and_ack_keep_kombus_unacked_hash(redis_url: str) -> None:
         assert not raw.hexists("unacked", tag)
         assert raw.zscore("unacked_index", tag) is None
         simple.close()
-    raw.delete(queue)
-    raw.close()
 
 
 def test_closing_a_channel_whose_connection_is_gone_is_quiet(redis_url: str) -> None:
@@ -59,19 +76,9 @@ def test_closing_a_channel_whose_connection_is_gone_is_quiet(redis_url: str) -> 
     kombu's channel then tried to build a pool from the gone connection (AttributeError: the
     worker stopped with "Unrecoverable error" when Redis restarted). Ours raises a connection
     error there, and the delivered message stays in the `unacked` hash, to be given back."""
-    queue = f"jury-transport-{secrets.token_hex(3)}"
-    raw = redis.Redis.from_url(redis_url)
-    with Connection(redis_url, transport=TRANSPORT_PATH) as connection:
-        simple = connection.SimpleQueue(queue)
-        simple.put({"n": 1})
-        message = simple.get(timeout=5)
+    with one_delivered_message(redis_url) as (connection, simple, message, raw):
         channel = simple.channel
         channel._disconnect_pools()  # as after a lost connection...
         channel.connection.client = None  # ...whose kombu Connection is released
         ignore_errors(connection, channel.close)  # Celery's close path: nothing escapes
-        tag = message.delivery_tag
-        assert raw.hexists("unacked", tag)
-    raw.hdel("unacked", tag)
-    raw.zrem("unacked_index", tag)
-    raw.delete(queue)
-    raw.close()
+        assert raw.hexists("unacked", message.delivery_tag)
