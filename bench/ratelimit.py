@@ -296,7 +296,9 @@ def main() -> None:
         "--hog", action="store_true", help="keep every core busy with another process meanwhile"
     )
     parser.add_argument("--baseline-concurrency", type=int, default=64)
-    parser.add_argument("--horizon", type=float, default=3.0, help="JURY_RATE_HORIZON")
+    parser.add_argument(
+        "--horizon", type=float, default=Settings().rate_horizon_s, help="JURY_RATE_HORIZON"
+    )
     parser.add_argument(
         "--margin", type=float, default=Settings().rate_margin, help="JURY_RATE_MARGIN"
     )
