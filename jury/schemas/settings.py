@@ -143,8 +143,8 @@ class Settings(BaseModel):
     # A judge call whose rate-limit slot is at most this far ahead waits for it on the
     # worker's event loop (holding no thread); further ahead, the task is parked. 6 s, not 3:
     # against a provider counting its quota per second on a busy host, parked tasks coming
-    # back late left gaps in the sends (docs/benchmarks/ratelimit.md: 0.951-0.963 of the quota
-    # in 8 runs of 8 at 6 s, 6 of 10 runs over 0.95 at 3 s).
+    # back late left gaps in the sends (docs/benchmarks/ratelimit.md: at least 0.95 of the
+    # quota in 9 runs of 10 at 6 s, in 6 of 10 at 3 s).
     rate_horizon_s: float = Field(default=6.0, gt=0)
     # Calls are spaced this fraction wider than a judge's rpm/tpm (see worker.ratelimit).
     rate_margin: float = Field(default=0.02, ge=0, lt=1)
