@@ -144,7 +144,7 @@ class Settings(BaseModel):
     # worker's event loop (holding no thread); further ahead, the task is parked. 6 s, not 3:
     # against a provider counting its quota per second on a busy host, parked tasks coming
     # back late left gaps in the sends (docs/benchmarks/ratelimit.md: at least 0.95 of the
-    # quota in 9 runs of 10 at 6 s, in 6 of 10 at 3 s).
+    # quota in 10 runs of 12 at 6 s, in 6 of 10 at 3 s).
     rate_horizon_s: float = Field(default=6.0, gt=0)
     # Calls are spaced this fraction wider than a judge's rpm/tpm (see worker.ratelimit).
     rate_margin: float = Field(default=0.02, ge=0, lt=1)
