@@ -104,8 +104,11 @@ class GatedCall:
         try:
             if limits.rpm and not at_send:
                 await self._pass_send_gate(key, limits)
-            gate = partial(self._pass_send_gate, key, limits)
-            with waiting_at_send(gate) if at_send else nullcontext():
+            with (
+                waiting_at_send(partial(self._pass_send_gate, key, limits))
+                if at_send
+                else nullcontext()
+            ):
                 reply = await self.call(judge, messages)
         except TransientJudgeError as exc:
             self.limiter.finish(key, limits, token, 0)

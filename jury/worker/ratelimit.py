@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -112,7 +112,7 @@ def sends_per_window(rpm: int) -> int:
     return max(1, round(rpm * SEND_WINDOW_S / 60))
 
 
-def send_wait(sends: list[float], now: float, interval: float, stretch: int) -> float:
+def send_wait(sends: Sequence[float], now: float, interval: float, stretch: int) -> float:
     """How long a send waits at the gate (seconds, <= 0: now), given the model's latest sends
     (the latest first): SEND_SPACING of an interval after the last one, and `stretch`
     intervals after the one `stretch` sends back. (_LUA_GATE in jury.worker.ratelimit_redis
@@ -200,7 +200,7 @@ class MemoryRateLimiter:
             return 0.0
         interval = 60 / limits.rpm * self.slack / state.pace
         stretch = sends_per_window(limits.rpm)
-        wait = send_wait(list(state.sends), now, interval, stretch)
+        wait = send_wait(state.sends, now, interval, stretch)
         if wait > 0:
             return wait
         state.sends.appendleft(now)

@@ -113,12 +113,11 @@ local now = t[1] * 1000 + math.floor(t[2] / 1000)
 local pace = tonumber(redis.call('GET', KEYS[2]) or '1')
 local interval = tonumber(ARGV[1]) / pace
 local stretch = tonumber(ARGV[3])
-local sends = redis.call('LRANGE', KEYS[1], 0, stretch - 1)
+local last = redis.call('LINDEX', KEYS[1], 0)
+local back = redis.call('LINDEX', KEYS[1], stretch - 1)
 local wait = 0
-if #sends > 0 then wait = tonumber(sends[1]) + interval * tonumber(ARGV[4]) - now end
-if #sends >= stretch then
-  wait = math.max(wait, tonumber(sends[stretch]) + stretch * interval - now)
-end
+if last then wait = tonumber(last) + interval * tonumber(ARGV[4]) - now end
+if back then wait = math.max(wait, tonumber(back) + stretch * interval - now) end
 if wait > 0 then return math.ceil(wait) end
 redis.call('LPUSH', KEYS[1], now)
 redis.call('LTRIM', KEYS[1], 0, stretch - 1)
