@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
+from datetime import timedelta
 
 import pytest
 
@@ -21,11 +22,13 @@ from jury.schemas.settings import Settings
 from jury.schemas.tasks import CellRef, SampleRef
 from jury.store.chords import claim_callbacks
 from jury.store.engine import session_factory
+from jury.store.models import utcnow
 from jury.store.repository import add_items, batch_status, create_batch, start_batch
-from jury.store.samples import list_samples, record_samples
+from jury.store.samples import complete_cells_without_verdict, list_samples, record_samples
 from jury.worker.aggregate import aggregate_cell
 from jury.worker.pipeline import claim_complete_cells, judge_task
 from jury.worker.runtime import WorkerRuntime
+from jury.worker.sweeper import sweep_once
 from tests.conftest import settings_for
 from tests.test_faults import assert_exactly_once, one_cell_batch
 
@@ -126,6 +129,39 @@ def test_two_tasks_completing_a_cell_at_once_send_one_callback(
         for thread in threads:
             thread.join(30)
         assert sorted(len(c) for c in claimed) == [0, 0, 0, 1]
+    finally:
+        runtime.close()
+
+
+def test_the_sweeper_leaves_a_freshly_claimed_cell_to_its_callback(
+    runtime_and_cell: tuple[WorkerRuntime, Recorder, CellRef],
+) -> None:
+    """A cell claimed within the last sweep interval has its callback on the way: the sweeper
+    does not aggregate it too. An unclaimed complete cell, or one claimed an interval ago and
+    still without a verdict, is the sweeper's."""
+    runtime, _, cell = runtime_and_cell
+    try:
+        for sample in (0, 1):
+            result = SampleResult(judge="openai/scripted", sample=sample, score=3.0)
+            record_samples(
+                runtime.sessions,
+                cell.batch_id,
+                cell.item_id,
+                [CellSample(dimension=cell.dimension, result=result)],
+            )
+        now = utcnow()
+        unclaimed = complete_cells_without_verdict(runtime.sessions, cell.batch_id, 2, now)
+        assert unclaimed == [cell]
+        assert claim_complete_cells(runtime, [cell]) == [cell]
+        a_minute_ago = now - timedelta(seconds=60)
+        fresh = complete_cells_without_verdict(runtime.sessions, cell.batch_id, 2, a_minute_ago)
+        assert fresh == []
+        if runtime.settings.database_url.startswith("sqlite"):  # no other test's batches
+            assert sweep_once(runtime) == 0
+            assert batch_status(runtime.sessions, cell.batch_id).n_verdicts == 0
+        later = utcnow() + timedelta(seconds=1)
+        stale = complete_cells_without_verdict(runtime.sessions, cell.batch_id, 2, later)
+        assert stale == [cell]
     finally:
         runtime.close()
 

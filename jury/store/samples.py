@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 
 from sqlalchemy import func, select, tuple_
 
@@ -18,7 +19,13 @@ from jury.schemas.results import CellSample, SampleResult
 from jury.schemas.tasks import CellRef
 from jury.store.cache import CacheEntry
 from jury.store.engine import core_transaction
-from jury.store.models import CachedAnswerRow, PairJudgmentRow, SampleRow, VerdictRow
+from jury.store.models import (
+    CachedAnswerRow,
+    ChordCallbackRow,
+    PairJudgmentRow,
+    SampleRow,
+    VerdictRow,
+)
 from jury.store.sql import Sessions, insert_ignoring_duplicates, inserted_rows
 
 
@@ -154,9 +161,16 @@ def count_cell_samples(sessions: Sessions, cell: CellRef) -> int:
 
 
 def complete_cells_without_verdict(
-    sessions: Sessions, batch_id: str, samples_per_cell: int, limit: int = 1000
+    sessions: Sessions,
+    batch_id: str,
+    samples_per_cell: int,
+    claimed_before: datetime | None = None,
+    limit: int = 1000,
 ) -> list[CellRef]:
-    """Cells whose samples are all stored but whose verdict is not: the sweeper's work."""
+    """Cells whose samples are all stored but whose verdict is not: the sweeper's work.
+    With `claimed_before`, a cell whose callback was claimed after it is left out: its
+    callback is on its way (queued behind the tasks a worker holds), and aggregating it
+    here too would do the callback's work twice."""
     verdict = (
         select(VerdictRow.id)
         .where(
@@ -166,11 +180,24 @@ def complete_cells_without_verdict(
         )
         .exists()
     )
+    query = select(SampleRow.item_id, SampleRow.dimension).where(
+        SampleRow.batch_id == batch_id, ~verdict
+    )
+    if claimed_before is not None:
+        recent_claim = (
+            select(ChordCallbackRow.id)
+            .where(
+                ChordCallbackRow.batch_id == SampleRow.batch_id,
+                ChordCallbackRow.item_id == SampleRow.item_id,
+                ChordCallbackRow.dimension == SampleRow.dimension,
+                ChordCallbackRow.created_at > claimed_before,
+            )
+            .exists()
+        )
+        query = query.where(~recent_claim)
     with sessions() as session:
         rows = session.execute(
-            select(SampleRow.item_id, SampleRow.dimension)
-            .where(SampleRow.batch_id == batch_id, ~verdict)
-            .group_by(SampleRow.item_id, SampleRow.dimension)
+            query.group_by(SampleRow.item_id, SampleRow.dimension)
             .having(func.count() >= samples_per_cell)
             .limit(limit)
         )
