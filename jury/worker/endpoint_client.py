@@ -2,13 +2,16 @@
 
 Every way the call can fail (a connection refused, a timeout, an HTTP error status, a reply
 that is not JSON, nothing at the answer path) becomes the answer text, marked by its kind, as
-the LLM judge evaluator captures an API error and has it judged. `${VAR}` placeholders in the
+the LLM judge evaluator captures an API error and has it judged. The endpoint is not trusted:
+`timeout_s` bounds the whole call, however slowly its reply trickles in, and a reply is read
+up to MAX_REPLY_BYTES, never whole. `${VAR}` placeholders in the
 URL and headers are expanded here, in the worker's environment, and kept out of any text
 stored.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import time
@@ -27,6 +30,12 @@ from jury.store.generations import Generation
 
 # How much of an error reply's body is kept in the answer text.
 ERROR_BODY_CHARS = 500
+# The most of a reply read: an answer is cut at MAX_ANSWER_CHARS (up to 4 bytes each) anyway.
+MAX_REPLY_BYTES = 8 * 1024 * 1024
+
+
+class ReplyTooLarge(Exception):
+    pass
 
 
 async def ask_endpoint(candidate: HTTPCandidate, text: str) -> Generation:
@@ -39,29 +48,51 @@ async def ask_endpoint(candidate: HTTPCandidate, text: str) -> Generation:
     body = None if candidate.method == "GET" else fill_body(candidate.body, text)
     started = time.perf_counter()
     try:
-        async with httpx.AsyncClient(timeout=candidate.timeout_s) as client:
-            reply = await client.request(candidate.method, url, headers=headers, json=body)
-    except httpx.TimeoutException:
+        # httpx's timeout bounds each read; the deadline bounds the call, trickle or not.
+        async with asyncio.timeout(candidate.timeout_s):
+            status, content = await _request(candidate, url, headers, body)
+    except (TimeoutError, httpx.TimeoutException):
         detail = f"no answer within timeout_s={candidate.timeout_s:g} s"
         return _failed(candidate, "timeout", detail, _ms(started))
+    except ReplyTooLarge:
+        detail = f"the reply is larger than {MAX_REPLY_BYTES // (1024 * 1024)} MiB"
+        return _failed(candidate, "too_large", detail, _ms(started))
     except httpx.HTTPError as exc:
         detail = redact(f"{type(exc).__name__}: {exc}", secrets)
         return _failed(candidate, "connection", detail, _ms(started))
     latency = _ms(started)
-    if reply.status_code >= 400:
-        shown = redact(reply.text[:ERROR_BODY_CHARS], secrets)
-        status = reply.status_code
+    text = content.decode("utf-8", errors="replace")
+    if status >= 400:
+        shown = redact(text[:ERROR_BODY_CHARS], secrets)
         return _failed(candidate, f"http_{status}", f"HTTP {status}: {shown}", latency)
     try:
-        parsed = json.loads(reply.text)
-    except ValueError:
-        shown = redact(reply.text[:ERROR_BODY_CHARS], secrets)
+        parsed = json.loads(text)
+    except (ValueError, RecursionError):  # RecursionError: nested deeper than Python parses
+        shown = redact(text[:ERROR_BODY_CHARS], secrets)
         return _failed(candidate, "bad_json", f"the reply is not JSON: {shown}", latency)
     try:
         answer = answer_at(parsed, candidate.answer_path)
     except AnswerNotFound as exc:
         return _failed(candidate, "missing_answer", str(exc), latency)
     return Generation(candidate.name, answer, latency_ms=latency)
+
+
+async def _request(
+    candidate: HTTPCandidate, url: str, headers: dict[str, str], body: object
+) -> tuple[int, bytes]:
+    """The reply's status and body, read in chunks up to MAX_REPLY_BYTES."""
+    async with httpx.AsyncClient(timeout=candidate.timeout_s) as client:
+        request = client.build_request(candidate.method, url, headers=headers, json=body)
+        reply = await client.send(request, stream=True)
+        try:
+            content = bytearray()
+            async for chunk in reply.aiter_bytes():  # decoded: a gzip reply counts unzipped
+                content += chunk
+                if len(content) > MAX_REPLY_BYTES:
+                    raise ReplyTooLarge
+        finally:
+            await reply.aclose()
+    return reply.status_code, bytes(content)
 
 
 def _expanded(candidate: HTTPCandidate) -> tuple[str, dict[str, str], tuple[str, ...]]:

@@ -21,6 +21,12 @@ REPLIES = {
     "/html": (200, b"<html>not json</html>"),
     "/empty": (200, b'{"out": []}'),
     "/down": (503, b"maintenance"),
+    "/deep": (200, b"[" * 200_000),
+}
+# Replies sent in chunks: (chunk, how many, pause between them).
+STREAMED = {
+    "/trickle": (b" ", 600, 0.05),  # a byte every 50 ms: each read is quick, the whole is not
+    "/huge": (b"x" * 65536, 200, 0.0),  # 12.5 MiB
 }
 
 
@@ -34,6 +40,9 @@ def server() -> Iterator[tuple[str, list[dict[str, str]]]]:
             seen.append(dict(self.headers))
             if self.path == "/slow":
                 time.sleep(1.0)
+            if self.path in STREAMED:
+                self._stream(*STREAMED[self.path])
+                return
             status, body = REPLIES.get(self.path, (200, b"{}"))
             try:
                 self.send_response(status)
@@ -42,6 +51,18 @@ def server() -> Iterator[tuple[str, list[dict[str, str]]]]:
                 self.wfile.write(body)
             except (BrokenPipeError, ConnectionResetError):
                 pass  # the client gave up waiting (the timeout case)
+
+        def _stream(self, chunk: bytes, chunks: int, pause_s: float) -> None:
+            try:
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(chunk) * chunks))
+                self.end_headers()
+                for _ in range(chunks):
+                    self.wfile.write(chunk)
+                    self.wfile.flush()
+                    time.sleep(pause_s)
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # the client stopped reading: what the test wants
 
         def log_message(self, *args: object) -> None:
             pass
@@ -101,3 +122,20 @@ def test_the_body_is_the_template_with_the_input() -> None:
     assert candidate.body is None
     default = HTTPCandidate.model_validate({"name": "b", "url": "http://h"})
     assert json.dumps(default.body) == '{"input": "{{input}}"}'
+
+
+def test_a_hostile_endpoint_is_bounded_in_time_and_memory(
+    server: tuple[str, list[dict[str, str]]],
+) -> None:
+    """A reply that trickles ends at the call's timeout_s, not at the last byte; a reply too
+    large is read no further than the limit; JSON nested past what Python parses is not
+    JSON. Each is a failed answer, never a raise."""
+    base, _ = server
+    started = time.monotonic()
+    text, kind = ask(f"{base}/trickle")
+    assert kind == "timeout" and "timeout_s=0.3" in text
+    assert time.monotonic() - started < 10  # the trickle alone lasts 30 s
+    text, kind = ask(f"{base}/huge", timeout_s=30)
+    assert kind == "too_large" and "larger than 8 MiB" in text
+    text, kind = ask(f"{base}/deep")
+    assert kind == "bad_json" and text.startswith("[ERROR bad_json] the reply is not JSON: [[[")
