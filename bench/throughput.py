@@ -10,6 +10,13 @@ and prints judgments per second, CPU milliseconds per judgment per process kind,
 memory and peak worker RSS: a table for people and one JSON line for machines.
 
     python -m bench.throughput [--judgments 100000] [--small 20000] [--workers 2]
+        [--runs publish,jury,jury-small,baseline] [--repeat 1]
+
+With `--repeat N`, the runs are made N times in turn, and each jury run is paired with the
+baseline run of its round: the table then also gives each pair's ratios (jury's CPU per
+judgment over all its processes / the baseline's; jury's judgments a second / the
+baseline's) and their median. On a shared machine one pair's ratio varies by more than the
+differences worth knowing; the median of several pairs, made in turn, does less.
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ import argparse
 import asyncio
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -293,6 +301,7 @@ def main() -> None:
     parser.add_argument("--max-queued", type=int, default=10_000, help="JURY_MAX_QUEUED")
     parser.add_argument("--baseline-concurrency", type=int, default=64)
     parser.add_argument("--runs", default="publish,jury,jury-small,baseline")
+    parser.add_argument("--repeat", type=int, default=1, help="make the runs this many times")
     parser.add_argument("--baseline-child", metavar="API_BASE", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.baseline_child:
@@ -300,19 +309,58 @@ def main() -> None:
         return
     rows = []
     with tempfile.TemporaryDirectory(prefix="jury-throughput-") as tmp:
-        for run in args.runs.split(","):
-            folder = Path(tmp) / run
-            if run == "publish":
-                rows.append(run_publish_only(folder, args))
-            elif run == "jury":
-                rows.append(run_jury(folder, f"jury-{args.judgments}", args.judgments, args))
-            elif run == "jury-small":
-                rows.append(run_jury(folder, f"jury-{args.small}", args.small, args))
-            elif run == "baseline":
-                rows.append(run_baseline(folder, args.judgments, args))
-            print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+        for round_ in range(args.repeat):
+            for run in args.runs.split(","):
+                folder = Path(tmp) / f"{run}-{round_}"
+                if run == "publish":
+                    rows.append(run_publish_only(folder, args))
+                elif run == "jury":
+                    rows.append(run_jury(folder, f"jury-{args.judgments}", args.judgments, args))
+                elif run == "jury-small":
+                    rows.append(run_jury(folder, f"jury-{args.small}", args.small, args))
+                elif run == "baseline":
+                    rows.append(run_baseline(folder, args.judgments, args))
+                print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
     print_table(rows)
-    print(json.dumps({"bench": "throughput", "workers": args.workers, "runs": rows}))
+    pairs = pair_ratios(rows, f"jury-{args.judgments}")
+    summary: dict[str, Any] = {"bench": "throughput", "workers": args.workers, "runs": rows}
+    if pairs:
+        print_pairs(pairs)
+        summary["pairs"] = pairs
+        summary["median"] = {key: statistics.median(p[key] for p in pairs) for key in pairs[0]}
+    print(json.dumps(summary))
+
+
+def jury_cpu_ms(row: dict[str, Any]) -> float:
+    """CPU per judgment over every jury process (the simulator is not jury's)."""
+    return sum(v for kind, v in row["cpu_ms"].items() if not kind.startswith("simulator"))
+
+
+def pair_ratios(rows: list[dict[str, Any]], jury_label: str) -> list[dict[str, float]]:
+    """Each jury run with the baseline run that follows it: jury / baseline."""
+    pairs, jury = [], None
+    for row in rows:
+        if row["run"] == jury_label:
+            jury = row
+        elif row["run"] == "asyncio baseline" and jury is not None:
+            baseline_cpu = row["cpu_ms"]["baseline process"]
+            pairs.append(
+                {
+                    "cpu_ratio": round(jury_cpu_ms(jury) / baseline_cpu, 3),
+                    "speed_ratio": round(jury["judgments_per_s"] / row["judgments_per_s"], 3),
+                }
+            )
+            jury = None
+    return pairs
+
+
+def print_pairs(pairs: list[dict[str, float]]) -> None:
+    print("\njury / baseline, pair by pair: CPU per judgment (target <= 1.3), judgments a second")
+    for n, pair in enumerate(pairs, 1):
+        print(f"  pair {n}: CPU {pair['cpu_ratio']:.3f}  speed {pair['speed_ratio']:.3f}")
+    cpu = statistics.median(p["cpu_ratio"] for p in pairs)
+    speed = statistics.median(p["speed_ratio"] for p in pairs)
+    print(f"  median: CPU {cpu:.3f}  speed {speed:.3f}")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,29 @@
+"""bench/throughput's pairing: each jury run against the baseline run of its round."""
+
+from __future__ import annotations
+
+from bench.throughput import pair_ratios
+
+
+def test_each_jury_run_is_paired_with_the_baseline_after_it() -> None:
+    def jury(cpu: float, rate: int) -> dict[str, object]:
+        cpu_ms = {"producer": 0.2, "workers": cpu, "redis": 0.1, "simulator (not jury)": 9.0}
+        return {"run": "jury-600", "cpu_ms": cpu_ms, "judgments_per_s": rate}
+
+    def baseline(cpu: float, rate: int) -> dict[str, object]:
+        cpu_ms = {"baseline process": cpu, "simulator (not jury)": 9.0}
+        return {"run": "asyncio baseline", "cpu_ms": cpu_ms, "judgments_per_s": rate}
+
+    rows = [
+        {"run": "publish", "cpu_ms": {}, "judgments_per_s": 0},
+        jury(5.7, 200),
+        baseline(5.0, 100),
+        baseline(1.0, 1),  # no jury run before it in its round: unpaired
+        jury(3.7, 150),
+        baseline(4.0, 300),
+        jury(1.0, 1),  # no baseline after it: unpaired
+    ]
+    assert pair_ratios(rows, "jury-600") == [
+        {"cpu_ratio": 1.2, "speed_ratio": 2.0},
+        {"cpu_ratio": 1.0, "speed_ratio": 0.5},
+    ]
