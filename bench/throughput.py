@@ -115,6 +115,13 @@ def cpu_seconds(pid: int) -> float:
     return total
 
 
+def redis_commands(url: str) -> int:
+    """Commands Redis has run since it started (INFO commandstats): a count, not a time, so
+    it does not vary with the machine's load."""
+    stats = redis.Redis.from_url(url).info("commandstats")
+    return sum(int(entry["calls"]) for entry in stats.values())
+
+
 def run_producer(env: dict[str, str], batch: Path, batch_id: str, cwd: Path) -> dict[str, float]:
     """`jury submit` as its own process; its wall time and CPU seconds (from wait4)."""
     started = time.monotonic()
@@ -158,6 +165,7 @@ def run_jury(folder: Path, label: str, judgments_wanted: int, args: argparse.Nam
         cpu_before = {pid: cpu_seconds(pid) for pid in pids}
         simulator_before = cpu_seconds(stack.simulator.process.pid)
         redis_before = cpu_seconds(stack.redis.process.pid)
+        commands_before = redis_commands(stack.settings.broker_url)
         peaks.start()
         started = time.monotonic()
         producer = run_producer(worker_env(stack.settings), batch, label, folder)
@@ -167,6 +175,7 @@ def run_jury(folder: Path, label: str, judgments_wanted: int, args: argparse.Nam
         peaks.stopped.set()
         status = batch_status(sessions, label)
         workers_cpu = sum(cpu_seconds(pid) - cpu_before[pid] for pid in pids)
+        commands = redis_commands(stack.settings.broker_url) - commands_before
         per = 1000 / judgments
         return {
             "run": label,
@@ -175,6 +184,7 @@ def run_jury(folder: Path, label: str, judgments_wanted: int, args: argparse.Nam
             "judgments_per_s": round(judgments / wall),
             "samples_stored": status.n_samples,
             "failed": status.n_failed_samples,
+            "redis_commands_per_judgment": round(commands / judgments, 2),
             "cpu_ms": {
                 "producer": round(producer["cpu_s"] * per, 3),
                 "workers": round(workers_cpu * per, 3),
@@ -281,6 +291,7 @@ def print_table(rows: list[dict[str, Any]]) -> None:
     kinds = sorted({kind for row in rows for kind in row.get("cpu_ms", {})})
     columns = ["judgments", "wall_s", "publish_per_s", "judgments_per_s"]
     columns += ["peak_redis_mb", "peak_worker_rss_mb", "worker_rss_drift_mb", "redis_keys_left"]
+    columns += ["redis_commands_per_judgment"]
     lines = [(column, figure(column)) for column in columns]
     lines += [(f"cpu ms/judgment {kind}", _cpu(kind)) for kind in kinds]
     print_runs(rows, "run", lines)

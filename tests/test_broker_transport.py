@@ -1,14 +1,18 @@
-"""The worker's kombu channel shares one redis-py client, and kombu's bookkeeping still holds."""
+"""The worker's kombu channel shares one redis-py client and sends acks with the next
+delivery, and kombu's bookkeeping still holds."""
 
 from __future__ import annotations
 
 import secrets
+import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
 import redis
 from kombu import Connection
+from kombu.asynchronous import Hub
 from kombu.common import ignore_errors
 
 from jury.schemas.settings import Settings
@@ -82,3 +86,65 @@ def test_closing_a_channel_whose_connection_is_gone_is_quiet(redis_url: str) -> 
         channel.connection.client = None  # ...whose kombu Connection is released
         ignore_errors(connection, channel.close)  # Celery's close path: nothing escapes
         assert raw.hexists("unacked", message.delivery_tag)
+
+
+def test_in_the_event_loop_an_ack_rides_with_the_next_delivery(redis_url: str) -> None:
+    """In a worker (an event loop registered, acks in its thread), an ack is done in memory
+    at once and leaves the `unacked` hash in the next delivery's pipeline, or within
+    ACK_DELAY_S when none comes; closing the channel sends what is still pending. Outside
+    the loop's thread an ack is kombu's, at once."""
+    queue = f"jury-transport-{secrets.token_hex(3)}"
+    raw = redis.Redis.from_url(redis_url)
+    tags: list[str] = []
+    try:
+        with Connection(redis_url, transport=TRANSPORT_PATH) as connection:
+            simple = connection.SimpleQueue(queue)
+            for n in range(4):
+                simple.put({"n": n})
+            hub = Hub()
+            connection.transport.register_with_event_loop(connection.connection, hub)
+
+            def delivered() -> Any:
+                message = simple.get(timeout=5)
+                tags.append(message.delivery_tag)
+                assert raw.hexists("unacked", message.delivery_tag)
+                return message
+
+            first = delivered()
+            first.ack()
+            assert raw.hexists("unacked", first.delivery_tag)  # pending...
+            assert simple.channel.qos.can_consume()  # ...but acked for the prefetch count
+            second = delivered()
+            assert not raw.hexists("unacked", first.delivery_tag)  # rode with the delivery
+            assert raw.zscore("unacked_index", first.delivery_tag) is None
+            second.ack()
+            deadline = time.monotonic() + 5
+            while raw.hexists("unacked", second.delivery_tag) and time.monotonic() < deadline:
+                hub.fire_timers(propagate=(Exception,))  # what the worker's hub loop does
+                time.sleep(0.01)
+            assert not raw.hexists("unacked", second.delivery_tag)  # on its own, in time
+            third = delivered()
+            outside: list[BaseException] = []
+            thread = threading.Thread(target=lambda: _ack_into(third, outside))
+            thread.start()
+            thread.join(10)
+            assert not outside and not raw.hexists("unacked", third.delivery_tag)
+            fourth = delivered()
+            fourth.ack()
+            assert raw.hexists("unacked", fourth.delivery_tag)
+            simple.channel.close()  # as at a warm shutdown: the pending ack is sent
+            assert not raw.hexists("unacked", fourth.delivery_tag)
+            assert raw.zscore("unacked_index", fourth.delivery_tag) is None
+    finally:
+        for tag in tags:
+            raw.hdel("unacked", tag)
+            raw.zrem("unacked_index", tag)
+        raw.delete(queue)
+        raw.close()
+
+
+def _ack_into(message: Any, errors: list[BaseException]) -> None:
+    try:
+        message.ack()
+    except BaseException as exc:
+        errors.append(exc)

@@ -1,4 +1,5 @@
-"""kombu's Redis transport for the worker, with one Redis client per channel.
+"""kombu's Redis transport for the worker: one Redis client per channel, acks sent with the
+next delivery's bookkeeping.
 
 kombu's Redis channel builds a new redis-py client for every command it sends outside its
 BRPOP connection (`Channel.conn_or_acquire`, read in kombu 5.7.0: no client given, it calls
@@ -9,6 +10,16 @@ A redis-py client is safe to share between threads (each command takes a connect
 pool and each `pipeline()` is its own object), so this channel builds one per connection
 pool and shares it; the commands, their order and their connections are kombu's.
 
+Each delivery and each ack costs kombu a round trip to Redis on the consumer's thread (a
+MULTI/ZADD/HSET/EXEC pipeline, then MULTI/ZREM/HDEL/EXEC). In a worker with an event loop
+(Celery's hub; acks run there, scheduled by `Consumer.call_soon_ack` in celery 5.7.0), an
+ack here is done in memory at once, as kombu's virtual QoS does, and its removal from the
+`unacked` hash rides in the next delivery's pipeline, or leaves on its own within ACK_DELAY_S
+when no delivery comes; closing the channel sends what is pending. A crash before that leaves
+those messages in `unacked`: given back by the liveness reaper and delivered again, they
+store nothing twice (the samples' unique keys), so no work is lost or doubled. Anywhere else
+(the producer, tests, another thread), acks are kombu's, one round trip each.
+
 Selected with Celery's `broker_transport` setting (a class path, which kombu's `Connection`
 takes over the URL's scheme) for `redis://` and `rediss://` brokers only: TLS comes from
 `broker_use_ssl` either way; a `sentinel://` broker keeps kombu's own transport.
@@ -16,19 +27,89 @@ takes over the URL's scheme) for `redis://` and `rediss://` brokers only: TLS co
 
 from __future__ import annotations
 
+import logging
+import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
 from kombu.transport import redis as kombu_redis
+from kombu.transport import virtual
+from kombu.utils.json import dumps
 from redis import exceptions as redis_errors
 
 TRANSPORT_PATH = "jury.worker.broker_transport:Transport"
 # The schemes kombu itself maps onto kombu.transport.redis:Transport.
 SHARED_CLIENT_SCHEMES = ("redis", "rediss")
+# The longest an ack waits for a delivery to share its round trip with.
+ACK_DELAY_S = 0.05
+
+log = logging.getLogger("jury.worker")
+
+
+class QoS(kombu_redis.QoS):
+    """kombu's Redis QoS (read in kombu 5.7.0: `append`, `ack`, `_remove_from_indices`,
+    `restore_unacked`), whose acks reach Redis with the next delivery's bookkeeping."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._pending_acks: list[str] = []
+
+    def ack(self, delivery_tag: str) -> None:
+        hub = self.channel.connection.ack_hub()
+        if hub is None:
+            super().ack(delivery_tag)
+            return
+        virtual.QoS.ack(self, delivery_tag)  # kombu's in-memory ack: the prefetch count
+        self._pending_acks.append(delivery_tag)
+        if len(self._pending_acks) == 1:
+            hub.call_later(ACK_DELAY_S, self.send_acks)
+
+    def append(self, message: Any, delivery_tag: str) -> None:
+        acks, self._pending_acks = self._pending_acks, []
+        if not acks:
+            super().append(message, delivery_tag)
+            return
+        delivery = message.delivery_info
+        unacked = dumps([message._raw, delivery["exchange"], delivery["routing_key"]])
+        try:
+            with self.pipe_or_acquire() as pipe:
+                for tag in acks:
+                    self._remove_from_indices(tag, pipe)
+                pipe.zadd(self.unacked_index_key, {delivery_tag: time.time()})
+                pipe.hset(self.unacked_key, delivery_tag, unacked)
+                pipe.execute()
+        except BaseException:
+            self._pending_acks[:0] = acks
+            raise
+        virtual.QoS.append(self, message, delivery_tag)
+
+    def send_acks(self) -> None:
+        """Send the pending acks' removals from the `unacked` hash, if no delivery took them."""
+        acks, self._pending_acks = self._pending_acks, []
+        if not acks:
+            return
+        try:
+            with self.pipe_or_acquire() as pipe:
+                for tag in acks:
+                    self._remove_from_indices(tag, pipe)
+                pipe.execute()
+        except Exception:
+            # Left in `unacked`: given back by the reaper, delivered again, stored once.
+            log.warning("could not send %d acks to Redis", len(acks), exc_info=True)
+
+    def restore_unacked(self, client: Any = None) -> Any:
+        self.send_acks()
+        return super().restore_unacked(client)
+
+    def restore_unacked_once(self, stderr: Any = None) -> Any:
+        self.send_acks()  # kombu restores only when something is unacked; acks go regardless
+        return super().restore_unacked_once(stderr)
 
 
 class Channel(kombu_redis.Channel):
+    QoS = QoS
     _shared_client: Any = None
     _shared_client_pool: Any = None
 
@@ -54,6 +135,18 @@ class Channel(kombu_redis.Channel):
 
 class Transport(kombu_redis.Transport):
     Channel = Channel
+    _hub: Any = None
+    _hub_thread: int | None = None
+
+    def register_with_event_loop(self, connection: Any, loop: Any) -> None:
+        super().register_with_event_loop(connection, loop)
+        self._hub, self._hub_thread = loop, threading.get_ident()
+
+    def ack_hub(self) -> Any:
+        """The event loop acks wait on, when called in its thread; None: ack at once."""
+        if self._hub is not None and threading.get_ident() == self._hub_thread:
+            return self._hub
+        return None
 
 
 def worker_transport(broker_url: str) -> str | None:
