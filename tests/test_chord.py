@@ -12,11 +12,14 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
+from sqlalchemy import event
 
 from jury.producer.services import ManagedProcess, wait_for
 from jury.schemas.batch import BatchConfig, Item, Judge
+from jury.schemas.errors import UnknownBatchError
 from jury.schemas.results import CellSample, SampleResult
 from jury.schemas.settings import Settings
 from jury.schemas.tasks import CellRef, SampleRef
@@ -162,6 +165,38 @@ def test_the_sweeper_leaves_a_freshly_claimed_cell_to_its_callback(
         later = utcnow() + timedelta(seconds=1)
         stale = complete_cells_without_verdict(runtime.sessions, cell.batch_id, 2, later)
         assert stale == [cell]
+    finally:
+        runtime.close()
+
+
+def test_verdict_positions_come_from_memory_or_one_query(redis_url: str, tmp_path: Path) -> None:
+    """A verdict's item position: remembered from an item this worker read, or, for items
+    read long ago, all read in one query; an item that is not there is an UnknownBatchError."""
+    settings = settings_for(redis_url, f"sqlite:///{tmp_path / 'jury.db'}")
+    runtime = WorkerRuntime(settings, Recorder(), call=scripted_judge)
+    try:
+        config = BatchConfig.model_validate(
+            {"judges": [{"model": "openai/scripted"}], "dimensions": ["relevance"]}
+        )
+        create_batch(runtime.sessions, "pos", config, "test")
+        items = [(n, Item(id=f"i{n}", output="an answer")) for n in range(4)]
+        add_items(runtime.sessions, "pos", items)
+        assert runtime.item_at("pos", "i2")[1] == 2
+        statements: list[str] = []
+        engine = runtime.sessions.kw["bind"]
+        event.listen(engine, "before_cursor_execute", lambda *a: statements.append(a[2]))
+        wanted = [("pos", "i3"), ("pos", "i0"), ("pos", "i2"), ("pos", "i3")]
+        assert runtime.item_positions(wanted) == {
+            ("pos", "i0"): 0,
+            ("pos", "i2"): 2,
+            ("pos", "i3"): 3,
+        }
+        queries = [s for s in statements if s.startswith("SELECT")]
+        assert len(queries) == 1  # i2 remembered; i0 and i3 in one query
+        assert runtime.item_positions([("pos", "i0")]) == {("pos", "i0"): 0}
+        assert len(statements) == len(queries) + 1  # the one query and its BEGIN, no more
+        with pytest.raises(UnknownBatchError, match="no item 'gone'"):
+            runtime.item_positions([("pos", "gone")])
     finally:
         runtime.close()
 

@@ -142,6 +142,17 @@ def load_item_at(sessions: Sessions, batch_id: str, item_id: str) -> tuple[Item,
         return Item.model_validate(row.payload), row.position
 
 
+def item_positions(sessions: Sessions, batch_id: str, item_ids: list[str]) -> dict[str, int]:
+    """The positions of these items in the batch, in one query."""
+    with sessions() as session:
+        rows = session.execute(
+            select(ItemRow.item_id, ItemRow.position).where(
+                ItemRow.batch_id == batch_id, ItemRow.item_id.in_(item_ids)
+            )
+        )
+        return {item_id: position for item_id, position in rows}
+
+
 def batch_status(sessions: Sessions, batch_id: str) -> BatchStatus:
     with sessions() as session:
         row = batch_row(session, batch_id)

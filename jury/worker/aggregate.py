@@ -162,8 +162,8 @@ def _verdict(
 
 
 def _with_positions(runtime: WorkerRuntime, pending: list[tuple[int, CellVerdict]]) -> None:
-    """Fill in each verdict's item position, from the worker's item cache: the worker that
-    aggregates a cell stored its last sample, so it read the item moments ago."""
+    """Fill in each verdict's item position."""
+    positions = runtime.item_positions((e.cell.batch_id, e.cell.item_id) for _, e in pending)
     for index, (at, entry) in enumerate(pending):
-        item_position = runtime.item_at(entry.cell.batch_id, entry.cell.item_id)[1]
+        item_position = positions[(entry.cell.batch_id, entry.cell.item_id)]
         pending[index] = (at, replace(entry, positions=(item_position, entry.positions[1])))

@@ -12,16 +12,23 @@ import functools
 import gc
 import logging
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
 from jury.schemas.batch import BatchConfig, Item, Judge
+from jury.schemas.errors import UnknownBatchError
 from jury.schemas.settings import Settings, judge_lanes
 from jury.schemas.status import BatchState
 from jury.schemas.tasks import SampleRef
 from jury.store.engine import session_factory
 from jury.store.redis_client import BrokerRedis
-from jury.store.repository import batch_state, load_config, load_item_at, stop_running_batch
+from jury.store.repository import (
+    batch_state,
+    item_positions,
+    load_config,
+    load_item_at,
+    stop_running_batch,
+)
 from jury.store.samples import stored_cost
 from jury.worker.budget import BudgetMeter
 from jury.worker.cache import ResultCache
@@ -38,6 +45,8 @@ T = TypeVar("T")
 # Items are read once per worker, not once per sample: N samples × J judges × D dimensions
 # of one item usually land on the same few workers close together in time.
 ITEM_CACHE_SIZE = 256
+# Item positions remembered (two ids and an int each): a verdict's sort key.
+POSITIONS_KEPT = 100_000
 CONFIG_CACHE_SIZE = 64
 # A cancelled batch is noticed within this many seconds by every worker.
 STATE_TTL_S = 2.0
@@ -108,6 +117,7 @@ class WorkerRuntime:
         )
         self.config = functools.lru_cache(maxsize=CONFIG_CACHE_SIZE)(self._config)
         self.item_at = functools.lru_cache(maxsize=ITEM_CACHE_SIZE)(self._item_at)
+        self._positions: dict[tuple[str, str], int] = {}
         self._states: dict[str, tuple[float, BatchState]] = {}
         self._uncapped: dict[str, float] = {}
         self.redis = broker or BrokerRedis.from_settings(settings)
@@ -151,7 +161,35 @@ class WorkerRuntime:
         return load_config(self.sessions, batch_id)
 
     def _item_at(self, batch_id: str, item_id: str) -> tuple[Item, int]:
-        return load_item_at(self.sessions, batch_id, item_id)
+        item, position = load_item_at(self.sessions, batch_id, item_id)
+        self._remember_positions(batch_id, {item_id: position})
+        return item, position
+
+    def item_positions(self, items: Iterable[tuple[str, str]]) -> dict[tuple[str, str], int]:
+        """The positions of these (batch, item)s: remembered from the items this worker read
+        (an item cache of ITEM_CACHE_SIZE has long dropped the item of a cell whose callback
+        waited behind hundreds of tasks), the others read in one query per batch."""
+        found: dict[tuple[str, str], int] = {}
+        missing: dict[str, list[str]] = {}
+        for key in set(items):
+            position = self._positions.get(key)
+            if position is None:
+                missing.setdefault(key[0], []).append(key[1])
+            else:
+                found[key] = position
+        for batch_id, item_ids in missing.items():
+            read = item_positions(self.sessions, batch_id, sorted(item_ids))
+            self._remember_positions(batch_id, read)
+            for item_id in item_ids:
+                if item_id not in read:
+                    raise UnknownBatchError(f"no item {item_id!r} in batch {batch_id!r}")
+                found[(batch_id, item_id)] = read[item_id]
+        return found
+
+    def _remember_positions(self, batch_id: str, positions: dict[str, int]) -> None:
+        if len(self._positions) > POSITIONS_KEPT:
+            self._positions.clear()
+        self._positions.update({(batch_id, item_id): p for item_id, p in positions.items()})
 
     def item(self, batch_id: str, item_id: str) -> Item:
         return self.item_at(batch_id, item_id)[0]
