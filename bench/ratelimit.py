@@ -172,6 +172,7 @@ def _start_and_end(stats: dict[str, Any], submitted: float, makespan: float) -> 
         return {}
     first, last = min(s[0] for s in spans), max(s[1] for s in spans)
     return {
+        "to_first_request_s": round(stats["first_request_s"] - submitted, 2),
         "to_first_answer_s": round(first - submitted, 2),
         "after_last_answer_s": round(makespan - (last - submitted), 2),
     }
@@ -273,7 +274,7 @@ def run_baseline(folder: Path, args: argparse.Namespace) -> dict[str, Any]:
 
 def print_table(rows: list[dict[str, Any]]) -> None:
     columns = ["makespan_s", "ideal_s", "ratio", "requests", "share_429", "retries", "deferrals"]
-    columns += ["to_first_answer_s", "after_last_answer_s"]
+    columns += ["to_first_request_s", "to_first_answer_s", "after_last_answer_s"]
     lines = [(column, figure(column)) for column in columns]
     lines += [(f"util {model}", _model_figure(model, "utilisation")) for model in MODELS]
     lines += [

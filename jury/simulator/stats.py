@@ -26,8 +26,12 @@ class AnswerStats:
         # Per model, when its first and its latest 200 were answered (uptime seconds): the
         # span over which the provider was kept busy, for rate-limit benchmarks.
         self._answered: dict[str, list[float]] = {}
+        # When the first request arrived (uptime seconds): a client's start, before latency.
+        self._first_request: float | None = None
 
     def enter(self, model: str) -> None:
+        if self._first_request is None:
+            self._first_request = self._clock() - self._started
         self._in_flight[model] += 1
         self._max_in_flight[model] = max(self._max_in_flight[model], self._in_flight[model])
         self._all_in_flight += 1
@@ -55,6 +59,7 @@ class AnswerStats:
     def reset(self) -> None:
         self._per_model.clear()
         self._answered.clear()
+        self._first_request = None
         self._total = 0
         self._max_in_flight = Counter(self._in_flight)
         self._max_all_in_flight = self._all_in_flight
@@ -67,6 +72,9 @@ class AnswerStats:
             "max_in_flight": self._max_all_in_flight,
             "max_in_flight_per_model": dict(sorted(self._max_in_flight.items())),
             "uptime_s": round(self._clock() - self._started, 3),
+            "first_request_s": (
+                None if self._first_request is None else round(self._first_request, 3)
+            ),
             "answered_s": {
                 model: [round(first, 3), round(last, 3)]
                 for model, (first, last) in sorted(self._answered.items())

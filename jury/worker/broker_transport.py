@@ -67,10 +67,8 @@ class QoS(kombu_redis.QoS):
             hub.call_later(ACK_DELAY_S, self.send_acks)
 
     def append(self, message: Any, delivery_tag: str) -> None:
+        """kombu's bookkeeping of a delivery, with the pending acks in the same pipeline."""
         acks, self._pending_acks = self._pending_acks, []
-        if not acks:
-            super().append(message, delivery_tag)
-            return
         delivery = message.delivery_info
         unacked = dumps([message._raw, delivery["exchange"], delivery["routing_key"]])
         try:
