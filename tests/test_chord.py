@@ -104,6 +104,18 @@ def test_a_task_delivered_twice_sends_no_second_callback(
         runtime.close()
 
 
+def store_both_samples(runtime: WorkerRuntime, cell: CellRef) -> None:
+    """The cell's two samples, stored as the judge tasks would, without their completion."""
+    for sample in (0, 1):
+        result = SampleResult(judge="openai/scripted", sample=sample, score=3.0)
+        record_samples(
+            runtime.sessions,
+            cell.batch_id,
+            cell.item_id,
+            [CellSample(dimension=cell.dimension, result=result)],
+        )
+
+
 def test_two_tasks_completing_a_cell_at_once_send_one_callback(
     runtime_and_cell: tuple[WorkerRuntime, Recorder, CellRef],
 ) -> None:
@@ -111,14 +123,7 @@ def test_two_tasks_completing_a_cell_at_once_send_one_callback(
     claim lets exactly one of them send the callback."""
     runtime, _, cell = runtime_and_cell
     try:
-        for sample in (0, 1):
-            result = SampleResult(judge="openai/scripted", sample=sample, score=3.0)
-            record_samples(
-                runtime.sessions,
-                cell.batch_id,
-                cell.item_id,
-                [CellSample(dimension=cell.dimension, result=result)],
-            )
+        store_both_samples(runtime, cell)
         claimed: list[list[CellRef]] = []
         barrier = threading.Barrier(4)
 
@@ -144,14 +149,7 @@ def test_the_sweeper_leaves_a_freshly_claimed_cell_to_its_callback(
     still without a verdict, is the sweeper's."""
     runtime, _, cell = runtime_and_cell
     try:
-        for sample in (0, 1):
-            result = SampleResult(judge="openai/scripted", sample=sample, score=3.0)
-            record_samples(
-                runtime.sessions,
-                cell.batch_id,
-                cell.item_id,
-                [CellSample(dimension=cell.dimension, result=result)],
-            )
+        store_both_samples(runtime, cell)
         now = utcnow()
         unclaimed = complete_cells_without_verdict(runtime.sessions, cell.batch_id, 2, now)
         assert unclaimed == [cell]

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import func, select, tuple_
 
@@ -160,6 +161,15 @@ def count_cell_samples(sessions: Sessions, cell: CellRef) -> int:
         )
 
 
+def _of_the_samples_cell(row: type[VerdictRow] | type[ChordCallbackRow]) -> tuple[Any, ...]:
+    """A correlated row's conditions for naming the same cell as the sample row."""
+    return (
+        row.batch_id == SampleRow.batch_id,
+        row.item_id == SampleRow.item_id,
+        row.dimension == SampleRow.dimension,
+    )
+
+
 def complete_cells_without_verdict(
     sessions: Sessions,
     batch_id: str,
@@ -171,15 +181,7 @@ def complete_cells_without_verdict(
     With `claimed_before`, a cell whose callback was claimed after it is left out: its
     callback is on its way (queued behind the tasks a worker holds), and aggregating it
     here too would do the callback's work twice."""
-    verdict = (
-        select(VerdictRow.id)
-        .where(
-            VerdictRow.batch_id == SampleRow.batch_id,
-            VerdictRow.item_id == SampleRow.item_id,
-            VerdictRow.dimension == SampleRow.dimension,
-        )
-        .exists()
-    )
+    verdict = select(VerdictRow.id).where(*_of_the_samples_cell(VerdictRow)).exists()
     query = select(SampleRow.item_id, SampleRow.dimension).where(
         SampleRow.batch_id == batch_id, ~verdict
     )
@@ -187,9 +189,7 @@ def complete_cells_without_verdict(
         recent_claim = (
             select(ChordCallbackRow.id)
             .where(
-                ChordCallbackRow.batch_id == SampleRow.batch_id,
-                ChordCallbackRow.item_id == SampleRow.item_id,
-                ChordCallbackRow.dimension == SampleRow.dimension,
+                *_of_the_samples_cell(ChordCallbackRow),
                 ChordCallbackRow.created_at > claimed_before,
             )
             .exists()
