@@ -148,6 +148,7 @@ def run_jury(folder: Path, workers: int, args: argparse.Namespace) -> dict[str, 
             provider_clock = simulator_stats(stack.simulator)["uptime_s"]
             started = time.monotonic()
             batch_id = submit_batch(load_batch(batch), sessions, stack.app)
+            submitted_s = time.monotonic() - started
             wait_for(
                 lambda: batch_status(sessions, batch_id).status.finished, 1800, "the batch", 0.2
             )
@@ -161,7 +162,8 @@ def run_jury(folder: Path, workers: int, args: argparse.Namespace) -> dict[str, 
             )
         deferrals = sum(w.log_tail(10**7).count("parking the task") for w in stack.workers)
         row = _row(label, makespan, items, n, stats, int(retries or 0), deferrals)
-        return {**row, **_start_and_end(stats, provider_clock, makespan)}
+        started_at = _start_and_end(stats, provider_clock, makespan)
+        return {**row, "submit_s": round(submitted_s, 2), **started_at}
 
 
 def _start_and_end(stats: dict[str, Any], submitted: float, makespan: float) -> dict[str, float]:
@@ -274,7 +276,7 @@ def run_baseline(folder: Path, args: argparse.Namespace) -> dict[str, Any]:
 
 def print_table(rows: list[dict[str, Any]]) -> None:
     columns = ["makespan_s", "ideal_s", "ratio", "requests", "share_429", "retries", "deferrals"]
-    columns += ["to_first_request_s", "to_first_answer_s", "after_last_answer_s"]
+    columns += ["submit_s", "to_first_request_s", "to_first_answer_s", "after_last_answer_s"]
     lines = [(column, figure(column)) for column in columns]
     lines += [(f"util {model}", _model_figure(model, "utilisation")) for model in MODELS]
     lines += [
