@@ -48,9 +48,11 @@ async def ask_endpoint(candidate: HTTPCandidate, text: str) -> Generation:
     body = None if candidate.method == "GET" else fill_body(candidate.body, text)
     started = time.perf_counter()
     try:
-        # httpx's timeout bounds each read; the deadline bounds the call, trickle or not.
-        async with asyncio.timeout(candidate.timeout_s):
-            status, content = await _request(candidate, url, headers, body)
+        async with httpx.AsyncClient(timeout=candidate.timeout_s) as client:
+            # httpx's timeout bounds each read; the deadline bounds the exchange, trickle or
+            # not (the client's own setup, an SSL context, is not the endpoint's time).
+            async with asyncio.timeout(candidate.timeout_s):
+                status, content = await _exchange(client, candidate, url, headers, body)
     except (TimeoutError, httpx.TimeoutException):
         detail = f"no answer within timeout_s={candidate.timeout_s:g} s"
         return _failed(candidate, "timeout", detail, _ms(started))
@@ -77,21 +79,24 @@ async def ask_endpoint(candidate: HTTPCandidate, text: str) -> Generation:
     return Generation(candidate.name, answer, latency_ms=latency)
 
 
-async def _request(
-    candidate: HTTPCandidate, url: str, headers: dict[str, str], body: object
+async def _exchange(
+    client: httpx.AsyncClient,
+    candidate: HTTPCandidate,
+    url: str,
+    headers: dict[str, str],
+    body: object,
 ) -> tuple[int, bytes]:
     """The reply's status and body, read in chunks up to MAX_REPLY_BYTES."""
-    async with httpx.AsyncClient(timeout=candidate.timeout_s) as client:
-        request = client.build_request(candidate.method, url, headers=headers, json=body)
-        reply = await client.send(request, stream=True)
-        try:
-            content = bytearray()
-            async for chunk in reply.aiter_bytes():  # decoded: a gzip reply counts unzipped
-                content += chunk
-                if len(content) > MAX_REPLY_BYTES:
-                    raise ReplyTooLarge
-        finally:
-            await reply.aclose()
+    request = client.build_request(candidate.method, url, headers=headers, json=body)
+    reply = await client.send(request, stream=True)
+    try:
+        content = bytearray()
+        async for chunk in reply.aiter_bytes():  # decoded: a gzip reply counts unzipped
+            content += chunk
+            if len(content) > MAX_REPLY_BYTES:
+                raise ReplyTooLarge
+    finally:
+        await reply.aclose()
     return reply.status_code, bytes(content)
 
 
