@@ -65,8 +65,8 @@ def run(folder: Path, batch_api: bool, args: argparse.Namespace) -> dict[str, An
         wall = time.monotonic() - started
         status = batch_status(sessions, batch_id)
         stats = simulator_stats(stack.simulator)
-        api: dict[str, int] = stats.get("batch_api") or {}  # type: ignore[assignment]
-        live_calls = int(stats["total"]) - (int(api.get("lines", 0)) if batch_api else 0)  # type: ignore[call-overload]
+        api: dict[str, int] = stats.get("batch_api") or {}
+        live_calls = int(stats["total"]) - (int(api.get("lines", 0)) if batch_api else 0)
         return {
             "run": label,
             "judgments": judgments,

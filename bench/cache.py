@@ -91,7 +91,7 @@ def worker_cpu_s(stack: Stack) -> float:
 
 
 def calls_answered(stack: Stack) -> int:
-    return int(simulator_stats(stack.simulator)["total"])  # type: ignore[call-overload]
+    return int(simulator_stats(stack.simulator)["total"])
 
 
 def run_once(stack: Stack, folder: Path, label: str, items: int, cache: bool) -> dict[str, Any]:

@@ -31,9 +31,10 @@ def worker_env(settings: Settings) -> dict[str, str]:
     return {**os.environ, **settings.to_env()}
 
 
-def simulator_stats(simulator: ManagedProcess) -> dict[str, object]:
+def simulator_stats(simulator: ManagedProcess) -> dict[str, Any]:
+    """The simulator's GET /stats, as JSON gives it."""
     with urllib.request.urlopen(simulator.url.removesuffix("/v1") + "/stats") as answer:
-        stats: dict[str, object] = json.load(answer)
+        stats: dict[str, Any] = json.load(answer)
     return stats
 
 

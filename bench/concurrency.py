@@ -39,8 +39,9 @@ from jury.store.repository import batch_status
 
 def run(folder: Path, pool: str, concurrency: int, args: argparse.Namespace) -> dict[str, Any]:
     simulator = ["--latency-ms", str(args.latency_ms), "--latency-sigma", "0"]
-    options = {"worker_concurrency": concurrency, "worker_pool": pool}
-    with local_stack(folder, pool, simulator, 1, **options) as stack:
+    with local_stack(
+        folder, pool, simulator, 1, worker_concurrency=concurrency, worker_pool=pool
+    ) as stack:
         batch, judgments = write_batch(folder, stack.simulator.url, args.judgments)
         sessions = session_factory(stack.settings.database_url)
         worker = psutil.Process(stack.workers[0].process.pid)

@@ -59,7 +59,10 @@ def write_batch(folder: Path, api_base: str, n_items: int) -> Path:
 
 
 def run(
-    label: str, folder: Path, args: argparse.Namespace, faults: Callable[..., None] | None
+    label: str,
+    folder: Path,
+    args: argparse.Namespace,
+    faults: Callable[..., dict[str, object]] | None,
 ) -> dict[str, object]:
     with local_stack(
         folder,
@@ -74,7 +77,7 @@ def run(
         batch_id = submit_batch(
             load_batch(write_batch(folder, stack.simulator.url, args.items)), sessions, stack.app
         )
-        recovery = None
+        recovery: dict[str, object] | None = None
         if faults is not None:
             recovery = faults(stack.app, sessions, batch_id, stack.workers, stack.redis)
         wait_for(lambda: batch_status(sessions, batch_id).status.finished, 1800, "the batch")
@@ -96,7 +99,7 @@ def run(
                     .subquery()
                 )
             )
-        calls = int(simulator_stats(stack.simulator)["total"])  # type: ignore[call-overload]
+        calls = int(simulator_stats(stack.simulator)["total"])
         return {
             "run": label,
             "status": status.status.value,
@@ -128,7 +131,7 @@ def kill_and_restart(
     active = (app.control.inspect(destination=[node], timeout=3).active() or {}).get(node, [])
     # Judge tasks only: the chord callbacks (jury.aggregate_cell) it held carry a cell.
     judging = [t for t in active if t.get("name") == "jury.judge_sample" and len(t["args"]) >= 5]
-    held = [SampleRef(*(task["args"][:4]), int(task["args"][4])) for task in judging]
+    held = [_sample_ref(task["args"]) for task in judging]
     os.killpg(victim.process.pid, signal.SIGKILL)
     killed_at = time.monotonic()
     print(f"killed a worker's process group holding {len(held)} tasks", file=sys.stderr)
@@ -150,6 +153,12 @@ def _all_stored(sessions: Sessions, refs: list[SampleRef]) -> bool:
         wanted <= {(s.judge, s.sample) for s in stored.get(cell, [])}
         for cell, wanted in cells.items()
     )
+
+
+def _sample_ref(args: list[object]) -> SampleRef:
+    """The (item, dimension, judge, sample) a judge task's arguments name."""
+    batch_id, item_id, dimension, judge = (str(a) for a in args[:4])
+    return SampleRef(batch_id, item_id, dimension, judge, int(str(args[4])))
 
 
 def main() -> None:

@@ -256,7 +256,7 @@ def main() -> None:
                 for config in configurations:
                     runs[config.label].append(run_once(stack, folder, outputs, config))
                 print(f"round {run + 1}/{args.runs} done", flush=True)
-            total_calls = int(simulator_stats(stack.simulator)["total"])  # type: ignore[call-overload]
+            total_calls = int(simulator_stats(stack.simulator)["total"])
     results = {label: stability(r, truth, thresholds) for label, r in runs.items()}
     calls = {c.label: len(c.personas) * c.n for c in configurations}
     print()
