@@ -3,6 +3,7 @@ delivery, and kombu's bookkeeping still holds."""
 
 from __future__ import annotations
 
+import logging
 import secrets
 import threading
 import time
@@ -148,3 +149,18 @@ def _ack_into(message: Any, errors: list[BaseException]) -> None:
         message.ack()
     except BaseException as exc:
         errors.append(exc)
+
+
+def test_an_ack_on_a_channel_closed_after_a_lost_connection_is_not_fatal(redis_url: str) -> None:
+    """After a lost connection Celery closes the channel (kombu's `close_channel` leaves it
+    without a connection) and may still ack a task that finished on it. That ack must fail
+    as a connection error, which Celery logs, or succeed; an AttributeError stopped the worker
+    ("Unrecoverable error", seen when Redis restarted under load)."""
+    with one_delivered_message(redis_url) as (connection, simple, message, _):
+        hub = Hub()
+        connection.transport.register_with_event_loop(connection.connection, hub)
+        channel = simple.channel
+        channel.close()
+        assert channel.connection is None
+        errors = connection.connection_errors + connection.channel_errors
+        message.ack_log_error(logging.getLogger("test"), errors)  # Celery's way: no raise

@@ -57,7 +57,10 @@ class QoS(kombu_redis.QoS):
         self._pending_acks: list[str] = []
 
     def ack(self, delivery_tag: str) -> None:
-        hub = self.channel.connection.ack_hub()
+        # A channel closed after a lost connection has none (kombu's `close_channel`); Celery
+        # may still ack a task that finished on it: kombu's own ack, as before.
+        transport = self.channel.connection
+        hub = transport.ack_hub() if transport is not None else None
         if hub is None:
             super().ack(delivery_tag)
             return
@@ -116,7 +119,7 @@ class Channel(kombu_redis.Channel):
         if client:
             yield client
             return
-        if self._pool is None and self.connection.client is None:
+        if self._pool is None and (self.connection is None or self.connection.client is None):
             # The broker connection is closed and gone: kombu would build a pool from it and
             # fail with an AttributeError (kombu issues #582, #970) that Celery's close path
             # does not ignore, and the worker stopped with "Unrecoverable error" when Redis
