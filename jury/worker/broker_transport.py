@@ -96,9 +96,14 @@ class QoS(kombu_redis.QoS):
                 for tag in acks:
                     self._remove_from_indices(tag, pipe)
                 pipe.execute()
-        except Exception:
+        except Exception as exc:
             # Left in `unacked`: given back by the reaper, delivered again, stored once.
-            log.warning("could not send %d acks to Redis", len(acks), exc_info=True)
+            log.warning(
+                "could not send %d acks to Redis (%s): their tasks will be delivered again "
+                "and store nothing twice",
+                len(acks),
+                exc,
+            )
 
     def restore_unacked(self, client: Any = None) -> Any:
         self.send_acks()
