@@ -18,7 +18,8 @@ ack here is done in memory at once, as kombu's virtual QoS does, and its removal
 when no delivery comes; closing the channel sends what is pending. A crash before that leaves
 those messages in `unacked`: given back by the liveness reaper and delivered again, they
 store nothing twice (the samples' unique keys), so no work is lost or doubled. Anywhere else
-(the producer, tests, another thread), acks are kombu's, one round trip each.
+(the producer, tests, another thread, a channel closed after a lost connection), acks are
+kombu's, one round trip each.
 
 Selected with Celery's `broker_transport` setting (a class path, which kombu's `Connection`
 takes over the URL's scheme) for `redis://` and `rediss://` brokers only: TLS comes from
