@@ -138,7 +138,7 @@ def load_item_at(sessions: Sessions, batch_id: str, item_id: str) -> tuple[Item,
     with sessions() as session:
         row = session.get(ItemRow, (batch_id, item_id))
         if row is None:
-            raise UnknownBatchError(f"no item {item_id!r} in batch {batch_id!r}")
+            raise _no_item(batch_id, item_id)
         return Item.model_validate(row.payload), row.position
 
 
@@ -150,7 +150,15 @@ def item_positions(sessions: Sessions, batch_id: str, item_ids: list[str]) -> di
                 ItemRow.batch_id == batch_id, ItemRow.item_id.in_(item_ids)
             )
         )
-        return {item_id: position for item_id, position in rows}
+        positions = {item_id: position for item_id, position in rows}
+    for item_id in item_ids:
+        if item_id not in positions:
+            raise _no_item(batch_id, item_id)
+    return positions
+
+
+def _no_item(batch_id: str, item_id: str) -> UnknownBatchError:
+    return UnknownBatchError(f"no item {item_id!r} in batch {batch_id!r}")
 
 
 def batch_status(sessions: Sessions, batch_id: str) -> BatchStatus:

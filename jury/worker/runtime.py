@@ -16,7 +16,6 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
 from jury.schemas.batch import BatchConfig, Item, Judge
-from jury.schemas.errors import UnknownBatchError
 from jury.schemas.settings import Settings, judge_lanes
 from jury.schemas.status import BatchState
 from jury.schemas.tasks import SampleRef
@@ -116,7 +115,7 @@ class WorkerRuntime:
             STORE_THREADS, thread_name_prefix="jury-store"
         )
         self.config = functools.lru_cache(maxsize=CONFIG_CACHE_SIZE)(self._config)
-        self.item_at = functools.lru_cache(maxsize=ITEM_CACHE_SIZE)(self._item_at)
+        self.item = functools.lru_cache(maxsize=ITEM_CACHE_SIZE)(self._item)
         self._positions: dict[tuple[str, str], int] = {}
         self._states: dict[str, tuple[float, BatchState]] = {}
         self._uncapped: dict[str, float] = {}
@@ -160,10 +159,10 @@ class WorkerRuntime:
     def _config(self, batch_id: str) -> BatchConfig:
         return load_config(self.sessions, batch_id)
 
-    def _item_at(self, batch_id: str, item_id: str) -> tuple[Item, int]:
+    def _item(self, batch_id: str, item_id: str) -> Item:
         item, position = load_item_at(self.sessions, batch_id, item_id)
         self._remember_positions(batch_id, {item_id: position})
-        return item, position
+        return item
 
     def item_positions(self, items: Iterable[tuple[str, str]]) -> dict[tuple[str, str], int]:
         """The positions of these (batch, item)s: remembered from the items this worker read
@@ -180,19 +179,13 @@ class WorkerRuntime:
         for batch_id, item_ids in missing.items():
             read = item_positions(self.sessions, batch_id, sorted(item_ids))
             self._remember_positions(batch_id, read)
-            for item_id in item_ids:
-                if item_id not in read:
-                    raise UnknownBatchError(f"no item {item_id!r} in batch {batch_id!r}")
-                found[(batch_id, item_id)] = read[item_id]
+            found.update({(batch_id, item_id): p for item_id, p in read.items()})
         return found
 
     def _remember_positions(self, batch_id: str, positions: dict[str, int]) -> None:
         if len(self._positions) > POSITIONS_KEPT:
             self._positions.clear()
         self._positions.update({(batch_id, item_id): p for item_id, p in positions.items()})
-
-    def item(self, batch_id: str, item_id: str) -> Item:
-        return self.item_at(batch_id, item_id)[0]
 
     def state(self, batch_id: str) -> BatchState:
         """The batch's state, cached for STATE_TTL_S; a state that would make us skip work is
