@@ -50,6 +50,7 @@ SAMPLES = 3
 JURY = [sys.executable, "-c", "from jury.producer.cli import main; main()"]
 PER_ITEM = len(JUDGES) * len(DIMENSIONS) * SAMPLES
 SIMULATOR = ["--latency-ms", "0", "--latency-sigma", "0"]
+BASELINE_LABEL = "asyncio baseline"
 
 
 def write_batch(folder: Path, api_base: str, judgments: int) -> tuple[Path, int]:
@@ -275,7 +276,7 @@ def run_baseline(folder: Path, judgments: int, args: argparse.Namespace) -> dict
         simulator_cpu = cpu_seconds(stack.simulator.process.pid) - simulator_before
         per = 1000 / judgments
         return {
-            "run": "asyncio baseline",
+            "run": BASELINE_LABEL,
             "judgments": judgments,
             "wall_s": round(wall, 1),
             "judgments_per_s": round(judgments / wall),
@@ -336,9 +337,10 @@ def main() -> None:
     pairs = pair_ratios(rows, f"jury-{args.judgments}")
     summary: dict[str, Any] = {"bench": "throughput", "workers": args.workers, "runs": rows}
     if pairs:
-        print_pairs(pairs)
+        median = {key: statistics.median(p[key] for p in pairs) for key in pairs[0]}
+        print_pairs(pairs, median)
         summary["pairs"] = pairs
-        summary["median"] = {key: statistics.median(p[key] for p in pairs) for key in pairs[0]}
+        summary["median"] = median
     print(json.dumps(summary))
 
 
@@ -353,7 +355,7 @@ def pair_ratios(rows: list[dict[str, Any]], jury_label: str) -> list[dict[str, f
     for row in rows:
         if row["run"] == jury_label:
             jury = row
-        elif row["run"] == "asyncio baseline" and jury is not None:
+        elif row["run"] == BASELINE_LABEL and jury is not None:
             baseline_cpu = row["cpu_ms"]["baseline process"]
             pairs.append(
                 {
@@ -365,13 +367,11 @@ def pair_ratios(rows: list[dict[str, Any]], jury_label: str) -> list[dict[str, f
     return pairs
 
 
-def print_pairs(pairs: list[dict[str, float]]) -> None:
+def print_pairs(pairs: list[dict[str, float]], median: dict[str, float]) -> None:
     print("\njury / baseline, pair by pair: CPU per judgment (target <= 1.3), judgments a second")
     for n, pair in enumerate(pairs, 1):
         print(f"  pair {n}: CPU {pair['cpu_ratio']:.3f}  speed {pair['speed_ratio']:.3f}")
-    cpu = statistics.median(p["cpu_ratio"] for p in pairs)
-    speed = statistics.median(p["speed_ratio"] for p in pairs)
-    print(f"  median: CPU {cpu:.3f}  speed {speed:.3f}")
+    print(f"  median: CPU {median['cpu_ratio']:.3f}  speed {median['speed_ratio']:.3f}")
 
 
 if __name__ == "__main__":
