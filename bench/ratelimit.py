@@ -154,6 +154,7 @@ def run_jury(folder: Path, workers: int, args: argparse.Namespace) -> dict[str, 
             )
             makespan = time.monotonic() - started
         stats = simulator_stats(stack.simulator)
+        Path(f"/tmp/rl_{label}.json").write_text(json.dumps(stats))
         with sessions() as session:
             retries = session.scalar(
                 select(func.coalesce(func.sum(SampleRow.attempts - 1), 0)).where(

@@ -17,16 +17,19 @@ from pathlib import Path
 
 import pytest
 import redis
+import yaml
 
 from bench.common import simulator_stats
 from bench.ratelimit import as_a_remote_provider
 from jury.producer.loading import load_batch
 from jury.producer.publishing import create_producer_app
-from jury.producer.services import start_simulator, wait_for
+from jury.producer.services import ManagedProcess, start_simulator, wait_for
 from jury.producer.submission import submit_batch
 from jury.schemas.batch import Judge
 from jury.schemas.settings import Settings
 from jury.store.engine import session_factory
+from jury.store.parking import PARKED_KEY
+from jury.store.redis_client import BrokerRedis
 from jury.store.repository import batch_status
 from jury.worker.gating import Deferred, GatedCall, rate_key
 from jury.worker.judging import ReplyLike
@@ -309,6 +312,34 @@ def test_a_batch_stays_within_the_provider_quota(tmp_path: Path, sqlite_workers:
         assert batch_status(sessions, batch_id).n_failed_samples == 0
     finally:
         provider.stop()
+
+
+@pytest.mark.integration
+def test_the_producer_parks_what_the_quota_has_no_room_for_yet(
+    tmp_path: Path, simulator: ManagedProcess, sqlite_workers: Settings
+) -> None:
+    """160 tasks for a judge allowed 1200 calls a minute: about 8 s of its quota, beyond the
+    workers' 6 s horizon. The producer queues the first horizon's worth and parks the rest
+    itself, each due half a horizon before its slot, instead of leaving the workers to take
+    each one, find its slot too far and park it. They all come back and are judged; and the
+    seconds they spent parked by the producer are not waiting for a slot: with
+    `max_wait_s: 1`, counted as such they would be stored as failed (`wait_limit`)."""
+    batch = write_batch(
+        tmp_path, simulator, [{"model": "openai/balanced@paced", "n": 16, "rpm": 1200}]
+    )
+    spec = yaml.safe_load(batch.read_text())
+    batch.write_text(yaml.safe_dump({**spec, "max_wait_s": 1, "cache": False}))
+    sessions = session_factory(sqlite_workers.database_url)
+    broker = BrokerRedis.from_settings(sqlite_workers)
+    try:
+        batch_id = submit_batch(load_batch(batch), sessions, create_producer_app(sqlite_workers))
+        parked = broker.client.zrange(broker.key(PARKED_KEY), 0, -1)
+        assert sum(batch_id.encode() in member for member in parked) >= 30
+        wait_for(lambda: batch_status(sessions, batch_id).status.finished, 60, "the batch")
+        status = batch_status(sessions, batch_id)
+        assert (status.n_samples, status.n_failed_samples) == (160, 0)
+    finally:
+        broker.close()
 
 
 @dataclass(frozen=True)

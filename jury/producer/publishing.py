@@ -16,9 +16,11 @@ from collections.abc import Callable, Iterable
 
 from celery import Celery
 
+from jury.producer.pacing import PublicationPace
 from jury.schemas.batch import BatchConfig
 from jury.schemas.settings import Settings, deployment_queues, judge_lanes
 from jury.schemas.tasks import GENERATE_TASK, CellRef, GenerationRef, SampleRef
+from jury.store.parking import PARKED_KEY
 from jury.store.redis_client import BrokerRedis
 from jury.store.wire import TaskMessageWriter, push_wave, short_task_id
 
@@ -54,7 +56,8 @@ def cell_samples(cell: CellRef, samples: Iterable[tuple[str, int]]) -> Iterable[
 
 
 class Publisher:
-    """Writes one batch's judge tasks onto the lanes, never more than `max_queued` waiting."""
+    """Writes one batch's judge tasks onto the lanes (or parks them until their judge's quota
+    has room), never more than `max_queued` waiting."""
 
     def __init__(self, app: Celery, config: BatchConfig) -> None:
         self.broker = BrokerRedis.from_app(app, socket_timeout=30)
@@ -66,15 +69,26 @@ class Publisher:
         self.all_queues = deployment_queues(app.conf.task_default_queue, int(app.conf.jury_lanes))
         self.max_queued = int(app.conf.jury_max_queued)
         self.wave_size = int(app.conf.jury_publish_wave)
+        self.pace = PublicationPace(
+            config, float(app.conf.jury_rate_horizon_s), float(app.conf.jury_rate_margin)
+        )
+        self.parked_key = self.broker.key(PARKED_KEY)
 
     def publish(self, refs: Iterable[SampleRef], cursor: tuple[str, int, int] | None = None) -> int:
-        """One wave, in one transaction (with the cursor, if given); returns its size."""
+        """One wave, in one transaction (with the cursor, if given); returns its size. A task
+        whose judge's quota has no room for it soon is parked until it has (producer.pacing)."""
         wave: dict[str, list[str]] = {}
+        parked: list[tuple[str, str, float]] = []
         for ref in refs:
             queue = self.queues[ref.judge]
-            wave.setdefault(queue, []).append(self.writer.message(ref, queue))
-        push_wave(self.broker, wave, cursor)
-        return sum(len(messages) for messages in wave.values())
+            message = self.writer.message(ref, queue)
+            delay_s = self.pace.delay_s(ref.judge)
+            if delay_s > 0:
+                parked.append((queue, message, delay_s))
+            else:
+                wave.setdefault(queue, []).append(message)
+        push_wave(self.broker, wave, cursor, parked)
+        return len(parked) + sum(len(messages) for messages in wave.values())
 
     def publish_generations(
         self, refs: Iterable[GenerationRef], cursor: tuple[str, int, int] | None = None
@@ -86,10 +100,12 @@ class Publisher:
         return len(messages)
 
     def queued(self) -> int:
-        """Judge tasks waiting in this deployment's queues (all batches)."""
+        """Tasks waiting in this deployment's queues and parked (all batches): parked tasks
+        take Redis' memory as queued ones do."""
         with self.client.pipeline(transaction=False) as pipe:
             for queue in self.all_queues:
                 pipe.llen(self.broker.key(queue))
+            pipe.zcard(self.parked_key)
             return sum(pipe.execute())
 
     def wait_for_room(self, n: int, keep_going: Callable[[], bool] = lambda: True) -> bool:

@@ -236,6 +236,10 @@ class Settings(BaseModel):
             "jury_lanes": self.lanes,
             "jury_max_queued": self.max_queued_tasks,
             "jury_publish_wave": self.publish_wave,
+            # The producer parks a rate-limited judge's tasks until near their slot
+            # (producer.pacing), with the workers' horizon and margin.
+            "jury_rate_horizon_s": self.rate_horizon_s,
+            "jury_rate_margin": self.rate_margin,
             # Which database this process uses (a fingerprint): `submit --wait` asks workers.
             "jury_store_id": store_id(self.database_url),
         }

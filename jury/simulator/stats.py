@@ -26,6 +26,7 @@ class AnswerStats:
         # Per model, when its first and its latest 200 were answered (uptime seconds): the
         # span over which the provider was kept busy, for rate-limit benchmarks.
         self._answered: dict[str, list[float]] = {}
+        self._dbg: dict[str, Counter[int]] = {}
         # When the first request arrived (uptime seconds): a client's start, before latency.
         self._first_request: float | None = None
 
@@ -51,6 +52,7 @@ class AnswerStats:
         if status == 200:
             now = self._clock() - self._started
             self._answered.setdefault(model, [now, now])[1] = now
+            self._dbg.setdefault(model, Counter())[int(now * 10)] += 1
 
     def record_event(self, model: str, event: str) -> None:
         """Count a fault (garbage or timeout) on top of the answer's status."""
@@ -75,6 +77,7 @@ class AnswerStats:
             "first_request_s": (
                 None if self._first_request is None else round(self._first_request, 3)
             ),
+            "dbg": {m: sorted(c.items()) for m, c in self._dbg.items()},
             "answered_s": {
                 model: [round(first, 3), round(last, 3)]
                 for model, (first, last) in sorted(self._answered.items())

@@ -14,13 +14,14 @@ import json
 import secrets
 import socket
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from celery import Celery
 from celery.utils.saferepr import saferepr
 
 from jury.schemas.tasks import JUDGE_TASK
+from jury.store.parking import Parking
 from jury.store.redis_client import BrokerRedis
 
 # Celery's own bound on argsrepr (celery.app.amqp.AMQP.argsrepr_maxsize).
@@ -99,15 +100,19 @@ def push_wave(
     broker: BrokerRedis,
     messages: Mapping[str, Iterable[str]],
     cursor: tuple[str, int, int] | None = None,
+    parked: Sequence[tuple[str, str, float]] = (),
 ) -> None:
     """LPUSH each queue's messages (kombu's workers BRPOP: first in, first out) and, in the
-    same transaction, set `cursor` = (key, value, ttl seconds). Queue and cursor names are
-    put under the broker's key prefix, as kombu puts its own."""
+    same transaction, park each of `parked` (queue, message, delay_s: jury.store.parking)
+    and set `cursor` = (key, value, ttl seconds). Queue and cursor names are put under the
+    broker's key prefix, as kombu puts its own."""
     with broker.client.pipeline(transaction=True) as pipe:
         for queue, entries in messages.items():
             entries = list(entries)
             if entries:
                 pipe.lpush(broker.key(queue), *entries)
+        if parked:
+            Parking(broker).park_all(parked, pipe)
         if cursor is not None:
             key, value, ttl = cursor
             pipe.set(broker.key(key), value, ex=ttl)

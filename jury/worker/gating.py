@@ -37,7 +37,7 @@ CHARS_PER_TOKEN = 4
 
 
 class Deferred(JuryError):
-    """The task's first call cannot start soon: park the task (jury.worker.parking) for
+    """The task's first call cannot start soon: park the task (jury.store.parking) for
     `countdown_s`, or, with `line`, in the model's waiting line for an in-flight slot."""
 
     def __init__(self, countdown_s: float, line: str = "") -> None:

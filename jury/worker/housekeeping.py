@@ -15,9 +15,9 @@ import threading
 import time
 from collections.abc import Callable
 
+from jury.store.parking import Parking
 from jury.store.redis_client import log_step_failure
 from jury.worker.liveness import HeldMessages, Liveness
-from jury.worker.parking import Parking
 from jury.worker.provider_batches import ProviderBatchThread
 from jury.worker.runtime import WorkerRuntime
 from jury.worker.sweeper import sweep_if_mine

@@ -3,7 +3,7 @@
 - judge tasks on their judge's lane: an adaptive cell's escalation, a lost task;
 - chord callbacks on the deployment's base queue;
 - generation tasks (a batch with candidates) on the base queue: a lost one, queued again;
-- a parked task (jury.worker.parking): written again with what it carries forward (how long it
+- a parked task (jury.store.parking): written again with what it carries forward (how long it
   has waited, samples the store refused) and parked until it is due, or in its model's
   waiting line for an in-flight slot.
 """
@@ -16,9 +16,9 @@ from celery import Celery
 
 from jury.schemas.settings import Settings
 from jury.schemas.tasks import AGGREGATE_TASK, GENERATE_TASK, CellRef, GenerationRef, SampleRef
+from jury.store.parking import Parking
 from jury.store.redis_client import BrokerRedis
 from jury.store.wire import TaskMessageWriter, push_wave
-from jury.worker.parking import Parking
 
 
 class TaskQueues(Protocol):

@@ -3,7 +3,7 @@
 The algorithm is jury.worker.ratelimit's (GCRA with reservations, a shared cool-down, a
 cluster-wide pace), with a model's keys under one hash tag so they live on one Redis Cluster
 slot. A model with `max_in_flight` keeps a waiting line: a task that finds every slot taken
-parks its message there (jury.worker.parking), and the call that frees a slot moves the first
+parks its message there (jury.store.parking), and the call that frees a slot moves the first
 waiter back to its queue in the same script, so waiting for a slow local server costs no
 polling. `release_waiters` is the safety net for a line whose slot-holder died.
 """

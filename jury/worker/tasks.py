@@ -4,7 +4,7 @@
   (jury.worker.pipeline). Its result is the score it stored (a score per dimension for a
   combined task); a task whose sample was stored as failed ends in FAILURE with the error's
   kind and message (an expected error: logged without a traceback, acknowledged, never
-  redelivered); a task that must wait is parked (jury.worker.parking) and ends this delivery in
+  redelivered); a task that must wait is parked (jury.store.parking) and ends this delivery in
   RETRY, holding nothing.
 - `jury.aggregate_cell(batch, item, dimension)`: a cell's chord callback
   (jury.worker.aggregate); its result is the verdict's final score and consensus.

@@ -19,17 +19,24 @@ Members are "<queue key>\\n<message>": the queue key is already under the broker
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+from redis.client import Pipeline
+
 from jury.store.redis_client import BrokerRedis
 
 PARKED_KEY = "jury:parked"
 # Moved per round trip: enough for thousands of tasks a second, small enough to stay quick.
 RELEASE_BATCH = 500
 
+# ARGV: delay (ms), member, delay, member, ...
 _LUA_PARK = """
 local t = redis.call('TIME')
 local now = t[1] * 1000 + math.floor(t[2] / 1000)
-redis.call('ZADD', KEYS[1], now + tonumber(ARGV[1]), ARGV[2])
-return 1
+for i = 1, #ARGV, 2 do
+  redis.call('ZADD', KEYS[1], now + tonumber(ARGV[i]), ARGV[i + 1])
+end
+return #ARGV / 2
 """
 
 _LUA_RELEASE = """
@@ -54,8 +61,17 @@ class Parking:
 
     def park(self, queue: str, message: str, delay_s: float) -> None:
         """Park `message` for `queue` (a name under the broker's prefix) for `delay_s`."""
-        member = f"{self.broker.key(queue)}\n{message}"
-        self._park(keys=[self.key], args=[max(0, int(delay_s * 1000)), member])
+        self.park_all([(queue, message, delay_s)])
+
+    def park_all(
+        self, entries: Sequence[tuple[str, str, float]], pipe: Pipeline | None = None
+    ) -> None:
+        """Park each (queue, message, delay_s), in one round trip, or in `pipe` (a transaction
+        of the caller's: a producer's wave)."""
+        args: list[str | int] = []
+        for queue, message, delay_s in entries:
+            args += [max(0, int(delay_s * 1000)), f"{self.broker.key(queue)}\n{message}"]
+        self._park(keys=[self.key], args=args, client=pipe)
 
     def wait_in_line(self, waiters_key: str, queue: str, message: str) -> None:
         """Put `message` in a model's waiting line (a key from the rate limiter)."""
