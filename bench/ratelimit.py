@@ -83,10 +83,15 @@ def write_batch(folder: Path, api_base: str, items: int, n: dict[str, int]) -> P
     return path
 
 
+# The start of a run whose use of each quota is printed apart.
+FIRST_SECONDS = 5
+
+
 def model_figures(stats: dict[str, Any], makespan: float) -> dict[str, dict[str, float]]:
     """Per model: its quota's use over the whole makespan (submission to the last verdict),
     and while the provider was answering it (its first to its latest answer: the limiter's
-    own share, without the batch's start and end)."""
+    own share, without the batch's start and end), and in its first FIRST_SECONDS (a start
+    that keeps the workers busy leaves calls late for their slots, and each is quota lost)."""
     figures = {}
     for model, rpm in MODELS.items():
         counts = stats["models"].get(model, {})
@@ -102,6 +107,11 @@ def model_figures(stats: dict[str, Any], makespan: float) -> dict[str, dict[str,
                 round((ok - 1) / (rpm * (last - first) / 60), 3) if last > first else 0.0
             ),
             "share_429": round(throttled / total, 4) if total else 0.0,
+            "use_first_seconds": round(
+                sum(stats.get("answered_per_s", {}).get(model, [])[:FIRST_SECONDS])
+                / (rpm / 60 * FIRST_SECONDS),
+                3,
+            ),
         }
     return figures
 
@@ -154,7 +164,6 @@ def run_jury(folder: Path, workers: int, args: argparse.Namespace) -> dict[str, 
             )
             makespan = time.monotonic() - started
         stats = simulator_stats(stack.simulator)
-        Path(f"/tmp/rl_{label}.json").write_text(json.dumps(stats))
         with sessions() as session:
             retries = session.scalar(
                 select(func.coalesce(func.sum(SampleRow.attempts - 1), 0)).where(
@@ -282,6 +291,10 @@ def print_table(rows: list[dict[str, Any]]) -> None:
     lines += [(f"util {model}", _model_figure(model, "utilisation")) for model in MODELS]
     lines += [
         (f"use answering {model}", _model_figure(model, "use_while_answering")) for model in MODELS
+    ]
+    lines += [
+        (f"use 1st {FIRST_SECONDS} s {model}", _model_figure(model, "use_first_seconds"))
+        for model in MODELS
     ]
     print_runs(rows, "run", lines, label_width=22)
 

@@ -12,6 +12,10 @@ GARBAGE = "garbage"
 TIMEOUT = "timeout"
 
 
+# Seconds of 200s counted per model, from its first one.
+SECONDS_COUNTED = 600
+
+
 class AnswerStats:
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock
@@ -26,7 +30,9 @@ class AnswerStats:
         # Per model, when its first and its latest 200 were answered (uptime seconds): the
         # span over which the provider was kept busy, for rate-limit benchmarks.
         self._answered: dict[str, list[float]] = {}
-        self._dbg: dict[str, Counter[int]] = {}
+        # Per model, how many 200s each second of its first SECONDS_COUNTED since its first
+        # one: where a limiter's start lost quota (bench/ratelimit).
+        self._per_second: dict[str, list[int]] = {}
         # When the first request arrived (uptime seconds): a client's start, before latency.
         self._first_request: float | None = None
 
@@ -51,8 +57,13 @@ class AnswerStats:
         self._total += 1
         if status == 200:
             now = self._clock() - self._started
-            self._answered.setdefault(model, [now, now])[1] = now
-            self._dbg.setdefault(model, Counter())[int(now * 10)] += 1
+            span = self._answered.setdefault(model, [now, now])
+            span[1] = now
+            second = int(now - span[0])
+            if second < SECONDS_COUNTED:
+                counts = self._per_second.setdefault(model, [])
+                counts.extend([0] * (second + 1 - len(counts)))
+                counts[second] += 1
 
     def record_event(self, model: str, event: str) -> None:
         """Count a fault (garbage or timeout) on top of the answer's status."""
@@ -61,6 +72,7 @@ class AnswerStats:
     def reset(self) -> None:
         self._per_model.clear()
         self._answered.clear()
+        self._per_second.clear()
         self._first_request = None
         self._total = 0
         self._max_in_flight = Counter(self._in_flight)
@@ -77,7 +89,9 @@ class AnswerStats:
             "first_request_s": (
                 None if self._first_request is None else round(self._first_request, 3)
             ),
-            "dbg": {m: sorted(c.items()) for m, c in self._dbg.items()},
+            "answered_per_s": {
+                model: list(counts) for model, counts in sorted(self._per_second.items())
+            },
             "answered_s": {
                 model: [round(first, 3), round(last, 3)]
                 for model, (first, last) in sorted(self._answered.items())

@@ -3,7 +3,7 @@ own clock, which the rate-limit benchmark splits a run's start by."""
 
 from __future__ import annotations
 
-from jury.simulator.stats import AnswerStats
+from jury.simulator.stats import SECONDS_COUNTED, AnswerStats
 
 
 def test_first_request_and_answer_spans_are_on_the_simulators_clock() -> None:
@@ -24,3 +24,16 @@ def test_first_request_and_answer_spans_are_on_the_simulators_clock() -> None:
     assert snapshot["answered_s"] == {"fast": [2.4, 2.4]}
     stats.reset()
     assert stats.snapshot()["first_request_s"] is None
+
+
+def test_answers_are_counted_per_second_from_a_model_s_first() -> None:
+    now = [0.0]
+    stats = AnswerStats(clock=lambda: now[0])
+    for at in [10.0, 10.5, 11.2, 13.9, 10.0 + SECONDS_COUNTED + 1]:
+        now[0] = at
+        stats.record_status("fast", 200)
+    stats.record_status("fast", 429)
+    # The second with no answer is a zero; answers past SECONDS_COUNTED are not counted.
+    assert stats.snapshot()["answered_per_s"] == {"fast": [2, 1, 0, 1]}
+    stats.reset()
+    assert stats.snapshot()["answered_per_s"] == {}
