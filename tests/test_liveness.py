@@ -12,8 +12,10 @@ from collections.abc import Iterator
 import pytest
 
 from jury.schemas.settings import Settings
+from jury.store.parking import Parking
 from jury.store.redis_client import BrokerRedis
 from jury.worker.liveness import HeldMessages, Liveness
+from jury.worker.watchdog import nothing_pending
 
 pytestmark = pytest.mark.integration
 
@@ -93,3 +95,24 @@ def test_deployments_sharing_a_database_never_reap_each_other(
     survivor = _worker(mine)
     assert _reap_when_dead(survivor) == 1
     assert broker.client.llen(broker.key(mine.queue)) == 1
+
+
+def test_the_lost_task_watch_counts_a_deployment_s_parked_tasks_and_only_its_own(
+    deployments: tuple[Settings, Settings],
+) -> None:
+    """A batch whose tasks all wait parked for their rate-limit slots (the producer parks a
+    tight judge's tasks: producer.pacing) has empty queues and no task in a worker's hands:
+    it is not lost, and queuing its missing samples again would pay for every call twice.
+    Another deployment's parked tasks, in the same Redis, say nothing about this one."""
+    a, b = deployments
+    broker = BrokerRedis.from_settings(a)
+    parking = Parking(broker)
+    member = f"{broker.key(a.all_queues[1])}\n{{}}"
+    try:
+        assert nothing_pending(broker, a) and nothing_pending(broker, b)
+        parking.park(a.all_queues[1], "{}", 3600)
+        assert not nothing_pending(broker, a)
+        assert nothing_pending(broker, b)
+    finally:
+        broker.client.zrem(parking.key, member)
+        broker.close()

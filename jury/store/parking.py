@@ -19,6 +19,7 @@ Members are "<queue key>\\n<message>": the queue key is already under the broker
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from redis.client import Pipeline
@@ -88,3 +89,19 @@ class Parking:
 
     def parked(self) -> int:
         return int(self.broker.client.zcard(self.key))
+
+    def holds_any(self, queues: Sequence[str]) -> bool:
+        """Whether a message for one of `queues` (plain queue names) is parked. The set is
+        shared by every deployment under the prefix; this scans it, so it is for the
+        sweeper's rare checks, not for every task."""
+        keys = {self.broker.key(queue) for queue in queues}
+        common = min(keys, default="")
+        for key in keys:
+            while not key.startswith(common):
+                common = common[:-1]
+        pattern = re.sub(r"([*?\[\]\\])", r"\\\1", common) + "*"
+        for member, _score in self.broker.client.zscan_iter(self.key, match=pattern, count=1000):
+            text = member.decode() if isinstance(member, bytes) else str(member)
+            if text.partition("\n")[0] in keys:
+                return True
+        return False

@@ -5,10 +5,10 @@ kombu's Redis transport moves a task from its queue to the `unacked` hash in two
 task popped the instant Redis goes down (a restart, a failover) is in neither and is never
 redelivered. So is an adaptive cell's escalation if its worker dies between recording it and
 queuing it. Rather than leave such a batch `running` until someone types `jury resume`, the
-sweeper checks, once per sweep: when every queue of the deployment and the unacked hash are
-empty on two sweeps in a row and a running batch stored no new sample between them, nothing
-can still be coming for it, and its missing samples are queued again (a duplicate could only
-cost a call: the store keeps the first sample).
+sweeper checks, once per sweep: when every queue of the deployment, the unacked hash and the
+deployment's parked tasks are empty on two sweeps in a row and a running batch stored no new
+sample between them, nothing can still be coming for it, and its missing samples are queued
+again (a duplicate could only cost a call: the store keeps the first sample).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from jury.schemas.settings import Settings
 from jury.schemas.tasks import SampleRef
 from jury.store.generations import ungenerated_refs
 from jury.store.missing import missing_samples
+from jury.store.parking import Parking
 from jury.store.provider_batches import open_requests
 from jury.store.redis_client import BrokerRedis
 from jury.store.repository import running_batches
@@ -30,12 +31,15 @@ log = logging.getLogger("jury.sweeper")
 
 
 def nothing_pending(broker: BrokerRedis, settings: Settings) -> bool:
-    """No task waits in a queue of this deployment nor sits unacknowledged with a worker."""
+    """No task waits in a queue of this deployment, sits unacknowledged with a worker, or is
+    parked for a rate-limit slot (by a worker, or by the producer: producer.pacing)."""
     with broker.client.pipeline(transaction=False) as pipe:
         for queue in settings.all_queues:
             pipe.llen(broker.key(queue))
         pipe.hlen(broker.unacked_key)
-        return not any(pipe.execute())
+        if any(pipe.execute()):
+            return False
+    return not Parking(broker).holds_any(settings.all_queues)
 
 
 def idle_key(settings: Settings, batch_id: str) -> str:
