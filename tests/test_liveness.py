@@ -113,6 +113,8 @@ def test_the_lost_task_watch_counts_a_deployment_s_parked_tasks_and_only_its_own
         parking.park(a.all_queues[1], "{}", 3600)
         assert not nothing_pending(broker, a)
         assert nothing_pending(broker, b)
+        # The producer's back-pressure counts them the same way.
+        assert (parking.count_for(a.all_queues), parking.count_for(b.all_queues)) == (1, 0)
     finally:
         broker.client.zrem(parking.key, member)
         broker.close()

@@ -20,7 +20,7 @@ from jury.producer.pacing import PublicationPace
 from jury.schemas.batch import BatchConfig
 from jury.schemas.settings import Settings, deployment_queues, judge_lanes
 from jury.schemas.tasks import GENERATE_TASK, CellRef, GenerationRef, SampleRef
-from jury.store.parking import PARKED_KEY
+from jury.store.parking import Parking
 from jury.store.redis_client import BrokerRedis
 from jury.store.wire import TaskMessageWriter, push_wave, short_task_id
 
@@ -72,7 +72,7 @@ class Publisher:
         self.pace = PublicationPace(
             config, float(app.conf.jury_rate_horizon_s), float(app.conf.jury_rate_margin)
         )
-        self.parked_key = self.broker.key(PARKED_KEY)
+        self.parking = Parking(self.broker)
 
     def publish(self, refs: Iterable[SampleRef], cursor: tuple[str, int, int] | None = None) -> int:
         """One wave, in one transaction (with the cursor, if given); returns its size. A task
@@ -100,13 +100,13 @@ class Publisher:
         return len(messages)
 
     def queued(self) -> int:
-        """Tasks waiting in this deployment's queues and parked (all batches): parked tasks
-        take Redis' memory as queued ones do."""
+        """Tasks of this deployment waiting in its queues or parked (all batches): parked
+        tasks take Redis' memory as queued ones do."""
         with self.client.pipeline(transaction=False) as pipe:
             for queue in self.all_queues:
                 pipe.llen(self.broker.key(queue))
-            pipe.zcard(self.parked_key)
-            return sum(pipe.execute())
+            queued = sum(pipe.execute())
+        return queued + self.parking.count_for(self.all_queues)
 
     def wait_for_room(self, n: int, keep_going: Callable[[], bool] = lambda: True) -> bool:
         """Block until `n` more tasks fit under `max_queued`; False if `keep_going` says stop.

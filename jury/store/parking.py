@@ -20,7 +20,7 @@ Members are "<queue key>\\n<message>": the queue key is already under the broker
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 from redis.client import Pipeline
 
@@ -91,9 +91,17 @@ class Parking:
         return int(self.broker.client.zcard(self.key))
 
     def holds_any(self, queues: Sequence[str]) -> bool:
-        """Whether a message for one of `queues` (plain queue names) is parked. The set is
-        shared by every deployment under the prefix; this scans it, so it is for the
-        sweeper's rare checks, not for every task."""
+        """Whether a message for one of `queues` (plain queue names) is parked."""
+        return next(self._members_for(queues), None) is not None
+
+    def count_for(self, queues: Sequence[str]) -> int:
+        """How many messages for `queues` (plain queue names) are parked."""
+        return sum(1 for _ in self._members_for(queues))
+
+    def _members_for(self, queues: Sequence[str]) -> Iterator[str]:
+        """The parked members for `queues`. The set is shared by every deployment under the
+        prefix; this scans it (a round trip per thousand members), so it is for a
+        producer's wave or the sweeper's rare checks, not for every task."""
         keys = {self.broker.key(queue) for queue in queues}
         common = min(keys, default="")
         for key in keys:
@@ -103,5 +111,4 @@ class Parking:
         for member, _score in self.broker.client.zscan_iter(self.key, match=pattern, count=1000):
             text = member.decode() if isinstance(member, bytes) else str(member)
             if text.partition("\n")[0] in keys:
-                return True
-        return False
+                yield text
