@@ -10,6 +10,11 @@ each late send is quota lost for good). So the producer parks them itself, each 
 horizon before the slot the judge's quota would give it were the batch alone on it. The
 cluster-wide limiter still decides every call's slot: a task released early (another
 batch shares the model, a 429 slowed it) is parked again by its worker, as before.
+
+Parked by the producer is waiting for a slot as parked by a worker is: the task carries when
+it was parked, and counts it against the batch's `max_wait_s`. A task that would be parked
+longer than that is queued at once instead, for its worker to store as failed
+(`wait_limit`), as it did before the producer paced anything.
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ class PublicationPace:
             if judge.rpm and not judge.batch_api
         }
         self.horizon_s = horizon_s
+        self.max_wait_s = config.max_wait_s
         self.clock = clock
         self.published: Counter[str] = Counter()
         self.started: float | None = None
@@ -55,4 +61,7 @@ class PublicationPace:
             self.started = now
         slot_in = self.published[judge] * interval - (now - self.started)
         self.published[judge] += 1
-        return 0.0 if slot_in <= self.horizon_s else slot_in - self.horizon_s / 2
+        if slot_in <= self.horizon_s:
+            return 0.0
+        delay = slot_in - self.horizon_s / 2
+        return 0.0 if self.max_wait_s is not None and delay > self.max_wait_s else delay

@@ -81,12 +81,13 @@ class Publisher:
         parked: list[tuple[str, str, float]] = []
         for ref in refs:
             queue = self.queues[ref.judge]
-            message = self.writer.message(ref, queue)
             delay_s = self.pace.delay_s(ref.judge)
             if delay_s > 0:
-                parked.append((queue, message, delay_s))
+                # Waiting for its slot from now, as a task its worker parks does.
+                waiting = {"waited_s": 0.0, "parked_at": round(time.time(), 3)}
+                parked.append((queue, self.writer.message(ref, queue, waiting), delay_s))
             else:
-                wave.setdefault(queue, []).append(message)
+                wave.setdefault(queue, []).append(self.writer.message(ref, queue))
         push_wave(self.broker, wave, cursor, parked)
         return len(parked) + sum(len(messages) for messages in wave.values())
 

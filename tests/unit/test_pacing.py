@@ -73,3 +73,12 @@ def test_a_pair_s_two_orders_take_two_slots() -> None:
 def pace_name(pace: PublicationPace) -> str:
     (name,) = pace.intervals
     return name
+
+
+def test_a_task_that_would_wait_beyond_the_batch_s_bound_is_queued_for_its_worker_to_fail() -> None:
+    bounded = config({"model": "openai/fast", "rpm": 600}, max_wait_s=4)
+    pace = PublicationPace(bounded, horizon_s=6, margin=0, clock=Clock())
+    delays = [pace.delay_s("openai/fast") for _ in range(100)]
+    # Parked up to 4 s (slots up to 7 s away); later ones are queued, to fail as `wait_limit`.
+    assert delays[61:71] == pytest.approx([slot / 10 - 3 for slot in range(61, 71)])
+    assert delays[71:] == [0.0] * 29
