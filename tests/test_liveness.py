@@ -11,11 +11,14 @@ from collections.abc import Iterator
 
 import pytest
 
+from jury.producer.publishing import Publisher, create_producer_app
+from jury.schemas.batch import BatchConfig
 from jury.schemas.settings import Settings
+from jury.schemas.tasks import SampleRef
 from jury.store.parking import Parking
 from jury.store.redis_client import BrokerRedis
 from jury.worker.liveness import HeldMessages, Liveness
-from jury.worker.watchdog import nothing_pending
+from jury.worker.watchdog import nothing_pending, this_deployments
 
 pytestmark = pytest.mark.integration
 
@@ -117,4 +120,29 @@ def test_the_lost_task_watch_counts_a_deployment_s_parked_tasks_and_only_its_own
         assert (parking.count_for(a.all_queues), parking.count_for(b.all_queues)) == (1, 0)
     finally:
         broker.client.zrem(parking.key, member)
+        broker.close()
+
+
+def test_the_lost_task_watch_looks_after_its_own_deployment_s_batches_only(
+    deployments: tuple[Settings, Settings],
+) -> None:
+    """Two deployments share a database: each sees the other's running batches, but not the
+    queues they wait in. A batch published by one is marked as that deployment's; the other's
+    lost-task watch leaves it alone (queuing its missing samples on its own queues would
+    judge them twice), and so does it a batch with no mark."""
+    a, b = deployments
+    tag = a.queue.rsplit("-", 1)[1]
+    published, unmarked = f"batch-{tag}", f"unmarked-{tag}"
+    config = BatchConfig.model_validate(
+        {"judges": [{"model": "openai/x"}], "dimensions": ["relevance"]}
+    )
+    publisher = Publisher(create_producer_app(a), config)
+    broker = BrokerRedis.from_settings(a)
+    try:
+        publisher.publish([SampleRef(published, "i", "relevance", "openai/x", 0)])
+        batches = [published, unmarked]
+        assert this_deployments(broker, a, batches) == [published]
+        assert this_deployments(broker, b, batches) == []
+    finally:
+        publisher.close()
         broker.close()

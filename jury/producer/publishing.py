@@ -19,7 +19,13 @@ from celery import Celery
 from jury.producer.pacing import PublicationPace
 from jury.schemas.batch import BatchConfig
 from jury.schemas.settings import Settings, deployment_queues, judge_lanes
-from jury.schemas.tasks import GENERATE_TASK, CellRef, GenerationRef, SampleRef
+from jury.schemas.tasks import (
+    GENERATE_TASK,
+    CellRef,
+    GenerationRef,
+    SampleRef,
+    batch_deployment_key,
+)
 from jury.store.parking import Parking
 from jury.store.redis_client import BrokerRedis
 from jury.store.wire import TaskMessageWriter, push_wave, short_task_id
@@ -79,6 +85,7 @@ class Publisher:
         whose judge's quota has no room for it soon is parked until it has (producer.pacing)."""
         wave: dict[str, list[str]] = {}
         parked: list[tuple[str, str, float]] = []
+        published: list[SampleRef] = []
         for ref in refs:
             queue = self.queues[ref.judge]
             delay_s = self.pace.delay_s(ref.judge)
@@ -88,7 +95,8 @@ class Publisher:
                 parked.append((queue, self.writer.message(ref, queue, waiting), delay_s))
             else:
                 wave.setdefault(queue, []).append(self.writer.message(ref, queue))
-        push_wave(self.broker, wave, cursor, parked)
+            published.append(ref)
+        push_wave(self.broker, wave, cursor, parked, self._marks(published))
         return len(parked) + sum(len(messages) for messages in wave.values())
 
     def publish_generations(
@@ -96,9 +104,15 @@ class Publisher:
     ) -> int:
         """A wave of generation tasks (a batch with candidates), on the base queue."""
         queue = self.base_queue
+        refs = list(refs)
         messages = [self.generation_writer.message(ref, queue) for ref in refs]
-        push_wave(self.broker, {queue: messages}, cursor)
+        push_wave(self.broker, {queue: messages}, cursor, marks=self._marks(refs))
         return len(messages)
+
+    def _marks(self, refs: Iterable[SampleRef | GenerationRef]) -> dict[str, str]:
+        """Each batch of `refs` marked as this deployment's, for its lost-task watch
+        (worker.watchdog): deployments sharing a database see each other's batches."""
+        return {batch_deployment_key(batch): self.base_queue for batch in {r[0] for r in refs}}
 
     def queued(self) -> int:
         """Tasks of this deployment waiting in its queues or parked (all batches): parked

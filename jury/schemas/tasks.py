@@ -56,6 +56,16 @@ def submit_lock_key(batch_id: str) -> str:
     return f"jury:submit:{batch_id}:lock"
 
 
+# Which deployment (base queue) a batch's tasks were published to: deployments sharing a
+# database see each other's batches, and each looks after its own (worker.watchdog).
+def batch_deployment_key(batch_id: str) -> str:
+    return f"jury:deployment:{batch_id}"
+
+
+# The mark outlives the batch's last wave by this long (seconds).
+BATCH_DEPLOYMENT_TTL_S = 90 * 86_400
+
+
 # Redis keys of a batch's budget meter: its cap and what its judge calls have cost so far.
 def budget_cap_key(batch_id: str) -> str:
     return f"jury:budget:{batch_id}:cap"

@@ -20,7 +20,7 @@ from typing import Any
 from celery import Celery
 from celery.utils.saferepr import saferepr
 
-from jury.schemas.tasks import JUDGE_TASK
+from jury.schemas.tasks import BATCH_DEPLOYMENT_TTL_S, JUDGE_TASK
 from jury.store.parking import Parking
 from jury.store.redis_client import BrokerRedis
 
@@ -101,11 +101,13 @@ def push_wave(
     messages: Mapping[str, Iterable[str]],
     cursor: tuple[str, int, int] | None = None,
     parked: Sequence[tuple[str, str, float]] = (),
+    marks: Mapping[str, str] | None = None,
 ) -> None:
     """LPUSH each queue's messages (kombu's workers BRPOP: first in, first out) and, in the
-    same transaction, park each of `parked` (queue, message, delay_s: jury.store.parking)
-    and set `cursor` = (key, value, ttl seconds). Queue and cursor names are put under the
-    broker's key prefix, as kombu puts its own."""
+    same transaction, park each of `parked` (queue, message, delay_s: jury.store.parking),
+    set `cursor` = (key, value, ttl seconds) and each of `marks` (key: value, for
+    BATCH_DEPLOYMENT_TTL_S). Queue and key names are put under the broker's key prefix, as
+    kombu puts its own."""
     with broker.client.pipeline(transaction=True) as pipe:
         for queue, entries in messages.items():
             entries = list(entries)
@@ -113,6 +115,8 @@ def push_wave(
                 pipe.lpush(broker.key(queue), *entries)
         if parked:
             Parking(broker).park_all(parked, pipe)
+        for mark, deployment in (marks or {}).items():
+            pipe.set(broker.key(mark), deployment, ex=BATCH_DEPLOYMENT_TTL_S)
         if cursor is not None:
             key, value, ttl = cursor
             pipe.set(broker.key(key), value, ex=ttl)

@@ -17,7 +17,7 @@ import logging
 
 from jury.schemas.calls import task_refs
 from jury.schemas.settings import Settings
-from jury.schemas.tasks import SampleRef
+from jury.schemas.tasks import SampleRef, batch_deployment_key
 from jury.store.generations import ungenerated_refs
 from jury.store.missing import missing_samples
 from jury.store.parking import Parking
@@ -40,6 +40,19 @@ def nothing_pending(broker: BrokerRedis, settings: Settings) -> bool:
         if any(pipe.execute()):
             return False
     return not Parking(broker).holds_any(settings.all_queues)
+
+
+def this_deployments(broker: BrokerRedis, settings: Settings, batches: list[str]) -> list[str]:
+    """Of `batches`, those published to this deployment's queues (the producer marks each
+    batch it publishes). Another deployment sharing the database has its own queues, which
+    this one cannot see: queuing its batch's missing samples here would judge them twice.
+    A batch with no mark (published before marks, or the mark lapsed) is left alone too:
+    `jury resume` queues what it lacks."""
+    if not batches:
+        return []
+    marks = broker.client.mget([broker.key(batch_deployment_key(b)) for b in batches])
+    queue = settings.queue.encode()
+    return [b for b, mark in zip(batches, marks, strict=True) if mark in (queue, settings.queue)]
 
 
 def idle_key(settings: Settings, batch_id: str) -> str:
