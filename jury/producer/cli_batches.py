@@ -286,13 +286,19 @@ def _open(path: Path) -> IO[str]:
 @click.argument("batch_id")
 @user_errors
 def cancel(batch_id: str) -> None:
-    """Stop a batch: workers skip its queued tasks, and cancel its open provider batches
-    (judges with `batch_api`) at their next poll; what was stored stays."""
-    from jury.producer.control import cancel_batch
+    """Stop a batch: workers skip its queued tasks, its tasks parked for a rate-limit slot
+    are dropped, and its open provider batches (judges with `batch_api`) are cancelled at
+    the workers' next poll; what was stored stays."""
+    from jury.producer.control import cancel_batch, drop_parked_tasks
 
-    sessions = session_factory(load_settings().database_url)
+    settings = load_settings()
+    sessions = session_factory(settings.database_url)
     state = cancel_batch(sessions, batch_id)
     click.echo(f"{batch_id}: {state.value}")
+    if state == BatchState.CANCELLED:
+        dropped = drop_parked_tasks(settings, batch_id)
+        if dropped:
+            click.echo(f"{dropped} tasks waiting for a rate-limit slot dropped")
     waiting = open_provider_batches(sessions, batch_id)
     if waiting:
         click.echo(f"{waiting} open provider batches: the workers cancel them at their next poll")

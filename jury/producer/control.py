@@ -14,6 +14,7 @@ from jury.schemas.tasks import CellRef, GenerationRef, SampleRef, budget_cap_key
 from jury.store.cells import reopen_cells
 from jury.store.generations import ungenerated_refs
 from jury.store.missing import missing_samples
+from jury.store.parking import Parking
 from jury.store.redis_client import BrokerRedis
 from jury.store.repository import (
     batch_status,
@@ -32,6 +33,18 @@ def cancel_batch(sessions: Sessions, batch_id: str) -> BatchState:
         return status.status
     set_batch_state(sessions, batch_id, BatchState.CANCELLED, error="cancelled by the user")
     return BatchState.CANCELLED
+
+
+def drop_parked_tasks(settings: Settings, batch_id: str) -> int:
+    """A cancelled batch's tasks parked for a rate-limit slot (by the producer's pacing, or
+    by a worker) are removed rather than left to come back, perhaps hours later, only to be
+    skipped: meanwhile they would hold up other submissions (JURY_MAX_QUEUED counts them).
+    `jury resume` queues whatever the batch still lacks. Returns how many."""
+    broker = BrokerRedis.from_settings(settings)
+    try:
+        return Parking(broker).drop_batch(settings.all_queues, batch_id)
+    finally:
+        broker.close()
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ Members are "<queue key>\\n<message>": the queue key is already under the broker
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator, Sequence
 
@@ -98,17 +99,41 @@ class Parking:
         """How many messages for `queues` (plain queue names) are parked."""
         return sum(1 for _ in self._members_for(queues))
 
-    def _members_for(self, queues: Sequence[str]) -> Iterator[str]:
-        """The parked members for `queues`. The set is shared by every deployment under the
-        prefix; this scans it (a round trip per thousand members), so it is for a
-        producer's wave or the sweeper's rare checks, not for every task."""
+    def drop_batch(self, queues: Sequence[str], batch_id: str) -> int:
+        """Remove the parked tasks of `batch_id` (a cancelled batch) for `queues`; returns how
+        many. A task's first argument is its batch (jury.store.wire's messages)."""
+        dropped = [m for m in self._members_for(queues, batch_id) if _batch_of(m) == batch_id]
+        for start in range(0, len(dropped), RELEASE_BATCH):
+            self.broker.client.zrem(self.key, *dropped[start : start + RELEASE_BATCH])
+        return len(dropped)
+
+    def _members_for(self, queues: Sequence[str], containing: str = "") -> Iterator[str]:
+        """The parked members for `queues` (and with `containing` in them, if given). The set
+        is shared by every deployment under the prefix; this scans it (a round trip per
+        thousand members), so it is for a producer's wave, a cancel or the sweeper's rare
+        checks, not for every task."""
         keys = {self.broker.key(queue) for queue in queues}
         common = min(keys, default="")
         for key in keys:
             while not key.startswith(common):
                 common = common[:-1]
-        pattern = re.sub(r"([*?\[\]\\])", r"\\\1", common) + "*"
+        pattern = _glob_escape(common) + "*"
+        if containing:
+            pattern += _glob_escape(containing) + "*"
         for member, _score in self.broker.client.zscan_iter(self.key, match=pattern, count=1000):
             text = member.decode() if isinstance(member, bytes) else str(member)
             if text.partition("\n")[0] in keys:
                 yield text
+
+
+def _glob_escape(text: str) -> str:
+    return re.sub(r"([*?\[\]\\])", r"\\\1", text)
+
+
+def _batch_of(member: str) -> str | None:
+    """The batch a parked member's task belongs to: its message body's first argument."""
+    try:
+        body = json.loads(json.loads(member.partition("\n")[2])["body"])
+        return str(body[0][0])
+    except (ValueError, KeyError, IndexError, TypeError):
+        return None
