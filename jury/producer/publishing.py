@@ -117,11 +117,7 @@ class Publisher:
     def queued(self) -> int:
         """Tasks of this deployment waiting in its queues or parked (all batches): parked
         tasks take Redis' memory as queued ones do."""
-        with self.client.pipeline(transaction=False) as pipe:
-            for queue in self.all_queues:
-                pipe.llen(self.broker.key(queue))
-            queued = sum(pipe.execute())
-        return queued + self.parking.count_for(self.all_queues)
+        return self.broker.queued(self.all_queues) + self.parking.count_for(self.all_queues)
 
     def wait_for_room(self, n: int, keep_going: Callable[[], bool] = lambda: True) -> bool:
         """Block until `n` more tasks fit under `max_queued`; False if `keep_going` says stop.

@@ -16,7 +16,7 @@ in one paragraph, never half-applied.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -86,6 +86,13 @@ class BrokerRedis:
             unacked_index_key=prefix + str(getattr(channel, "unacked_index_key")),  # noqa: B009
             connection=connection,
         )
+
+    def queued(self, queues: Sequence[str]) -> int:
+        """Messages waiting in `queues` (plain queue names), in one round trip."""
+        with self.client.pipeline(transaction=False) as pipe:
+            for queue in queues:
+                pipe.llen(self.key(queue))
+            return sum(pipe.execute())
 
     def close(self) -> None:
         self.client.close()

@@ -33,12 +33,8 @@ log = logging.getLogger("jury.sweeper")
 def nothing_pending(broker: BrokerRedis, settings: Settings) -> bool:
     """No task waits in a queue of this deployment, sits unacknowledged with a worker, or is
     parked for a rate-limit slot (by a worker, or by the producer: producer.pacing)."""
-    with broker.client.pipeline(transaction=False) as pipe:
-        for queue in settings.all_queues:
-            pipe.llen(broker.key(queue))
-        pipe.hlen(broker.unacked_key)
-        if any(pipe.execute()):
-            return False
+    if broker.queued(settings.all_queues) or broker.client.hlen(broker.unacked_key):
+        return False
     return not Parking(broker).holds_any(settings.all_queues)
 
 
