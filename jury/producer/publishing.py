@@ -85,7 +85,7 @@ class Publisher:
         whose judge's quota has no room for it soon is parked until it has (producer.pacing)."""
         wave: dict[str, list[str]] = {}
         parked: list[tuple[str, str, float]] = []
-        published: list[SampleRef] = []
+        batches: set[str] = set()
         for ref in refs:
             queue = self.queues[ref.judge]
             delay_s = self.pace.delay_s(ref.judge)
@@ -95,8 +95,8 @@ class Publisher:
                 parked.append((queue, self.writer.message(ref, queue, waiting), delay_s))
             else:
                 wave.setdefault(queue, []).append(self.writer.message(ref, queue))
-            published.append(ref)
-        push_wave(self.broker, wave, cursor, parked, self._marks(published))
+            batches.add(ref.batch_id)
+        push_wave(self.broker, wave, cursor, parked, self._marks(batches))
         return len(parked) + sum(len(messages) for messages in wave.values())
 
     def publish_generations(
@@ -106,13 +106,14 @@ class Publisher:
         queue = self.base_queue
         refs = list(refs)
         messages = [self.generation_writer.message(ref, queue) for ref in refs]
-        push_wave(self.broker, {queue: messages}, cursor, marks=self._marks(refs))
+        batches = {ref.batch_id for ref in refs}
+        push_wave(self.broker, {queue: messages}, cursor, marks=self._marks(batches))
         return len(messages)
 
-    def _marks(self, refs: Iterable[SampleRef | GenerationRef]) -> dict[str, str]:
-        """Each batch of `refs` marked as this deployment's, for its lost-task watch
+    def _marks(self, batches: Iterable[str]) -> dict[str, str]:
+        """Each of `batches` marked as this deployment's, for its lost-task watch
         (worker.watchdog): deployments sharing a database see each other's batches."""
-        return {batch_deployment_key(batch): self.base_queue for batch in {r[0] for r in refs}}
+        return {batch_deployment_key(batch): self.base_queue for batch in batches}
 
     def queued(self) -> int:
         """Tasks of this deployment waiting in its queues or parked (all batches): parked
