@@ -27,9 +27,10 @@ from typing import Any
 
 import psutil
 
+from bench.asyncio_baseline import run_baseline_child
 from bench.common import figure, local_stack, print_runs, simulator_stats
 from bench.scaling import write_batch
-from bench.throughput import cpu_seconds, run_baseline_child
+from bench.throughput import cpu_seconds
 from jury.producer.loading import load_batch
 from jury.producer.services import wait_for
 from jury.producer.submission import submit_batch

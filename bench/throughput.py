@@ -22,7 +22,6 @@ differences worth knowing; the median of several pairs, made in turn, does less.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import os
 import statistics
@@ -32,21 +31,19 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import psutil
 import redis
 
+from bench.asyncio_baseline import DIMENSIONS, JUDGES, run_baseline_child
 from bench.common import figure, local_stack, print_runs, worker_env
 from jury.producer.services import wait_for
 from jury.store.engine import session_factory
 from jury.store.repository import batch_status
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-JUDGES = ["balanced", "lenient", "strict"]
-DIMENSIONS = ["relevance", "accuracy", "helpfulness", "depth", "creativity"]
 SAMPLES = 3
 JURY = [sys.executable, "-c", "from jury.producer.cli import main; main()"]
 PER_ITEM = len(JUDGES) * len(DIMENSIONS) * SAMPLES
@@ -202,99 +199,6 @@ def run_jury(folder: Path, label: str, judgments_wanted: int, args: argparse.Nam
         }
 
 
-async def _baseline(api_base: str, judgments: int, concurrency: int) -> int:
-    import litellm
-
-    from jury.schemas.batch import Scale
-    from jury.worker.parsing import parse_score  # the same parsing jury applies
-
-    # What the calls cost without the process' start (`import litellm` alone is seconds of
-    # CPU): jury's workers are started before a run, so this is the like-for-like figure.
-    cpu_at_start, wall_at_start = time.process_time(), time.monotonic()
-
-    scale = Scale(min=1, max=5)
-
-    semaphore = asyncio.Semaphore(concurrency)
-    parsed = 0
-
-    async def one(n: int) -> None:
-        nonlocal parsed
-        judge, dimension = JUDGES[n % len(JUDGES)], DIMENSIONS[(n // 3) % len(DIMENSIONS)]
-        prompt = (
-            f"Criterion: {dimension}\nScale: 1 to 5\n<data-ab12>\n<output>\nAnswer {n // 45}."
-            '\n</output>\n</data-ab12>\nAnswer with JSON: {"score": <number>}'
-        )
-        async with semaphore:
-            response = await litellm.acompletion(
-                model=f"openai/{judge}",
-                api_base=api_base,
-                api_key="x",
-                messages=[{"role": "user", "content": prompt}],
-                temperature=0.8,
-                num_retries=0,
-                max_retries=0,
-            )
-        parse_score(response.choices[0].message.content, scale)
-        parsed += 1
-
-    await asyncio.gather(*(one(n) for n in range(judgments)))
-    after_imports = {
-        "cpu_s": time.process_time() - cpu_at_start,
-        "wall_s": time.monotonic() - wall_at_start,
-    }
-    print(AFTER_IMPORTS + json.dumps(after_imports), flush=True)
-    return parsed
-
-
-# The baseline child's last line: its CPU and wall time after its imports.
-AFTER_IMPORTS = "after imports: "
-
-
-@dataclass(frozen=True)
-class BaselineRun:
-    """The plain-asyncio LiteLLM script's run: its whole process, and after its imports."""
-
-    wall_s: float
-    cpu_s: float
-    peak_rss: int
-    calls_wall_s: float
-    calls_cpu_s: float
-
-
-def run_baseline_child(api_base: str, judgments: int, concurrency: int) -> BaselineRun:
-    """The plain-asyncio LiteLLM script in a process of its own."""
-    command = [
-        sys.executable,
-        "-m",
-        "bench.throughput",
-        "--baseline-child",
-        api_base,
-        "--judgments",
-        str(judgments),
-        "--baseline-concurrency",
-        str(concurrency),
-    ]
-    started = time.monotonic()
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
-    peak_rss, cpu = 0, 0.0
-    child = psutil.Process(process.pid)
-    while process.poll() is None:
-        try:
-            peak_rss = max(peak_rss, child.memory_info().rss)
-            usage = child.cpu_times()
-            cpu = usage.user + usage.system
-        except psutil.NoSuchProcess:
-            break
-        time.sleep(0.5)
-    wall = time.monotonic() - started
-    output = process.stdout.read() if process.stdout else ""
-    if process.wait() != 0:
-        raise SystemExit("the asyncio baseline failed")
-    lines = [line for line in output.splitlines() if line.startswith(AFTER_IMPORTS)]
-    after = json.loads(lines[-1].removeprefix(AFTER_IMPORTS))
-    return BaselineRun(wall, cpu, peak_rss, after["wall_s"], after["cpu_s"])
-
-
 def run_baseline(folder: Path, judgments: int, args: argparse.Namespace) -> dict[str, Any]:
     with local_stack(folder, "baseline", SIMULATOR, 0) as stack:
         simulator_before = cpu_seconds(stack.simulator.process.pid)
@@ -341,11 +245,7 @@ def main() -> None:
     parser.add_argument("--baseline-concurrency", type=int, default=64)
     parser.add_argument("--runs", default="publish,jury,jury-small,baseline")
     parser.add_argument("--repeat", type=int, default=1, help="make the runs this many times")
-    parser.add_argument("--baseline-child", metavar="API_BASE", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.baseline_child:
-        asyncio.run(_baseline(args.baseline_child, args.judgments, args.baseline_concurrency))
-        return
     rows = []
     with tempfile.TemporaryDirectory(prefix="jury-throughput-") as tmp:
         for round_ in range(args.repeat):
