@@ -62,7 +62,7 @@ class Parking:
         self._release = broker.client.register_script(_LUA_RELEASE)
 
     def park(self, queue: str, message: str, delay_s: float) -> None:
-        """Park `message` for `queue` (a name under the broker's prefix) for `delay_s`."""
+        """Park `message` for `queue` (a plain queue name) for `delay_s`."""
         self.park_all([(queue, message, delay_s)])
 
     def park_all(
