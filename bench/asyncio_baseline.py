@@ -18,6 +18,7 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import psutil
 
@@ -27,10 +28,26 @@ JUDGES = ["balanced", "lenient", "strict"]
 DIMENSIONS = ["relevance", "accuracy", "helpfulness", "depth", "creativity"]
 
 
+async def plain_call(api_base: str, model: str, prompt: str) -> Any:
+    """One call as a plain script makes it: LiteLLM's `acompletion`, no retries of its own
+    (bench/ratelimit's baseline retries a 429 itself)."""
+    import litellm
+
+    return await litellm.acompletion(
+        model=f"openai/{model}",
+        api_base=api_base,
+        api_key="x",
+        messages=[{"role": "user", "content": prompt}],
+        temperature=0.8,
+        num_retries=0,
+        max_retries=0,
+    )
+
+
 async def judge_all(api_base: str, judgments: int, concurrency: int) -> int:
     """The judgments, `concurrency` calls at once; prints its CPU and wall time after its
     imports as its last line."""
-    import litellm
+    import litellm  # noqa: F401  (imported before the clock starts: see below)
 
     from jury.schemas.batch import Scale
     from jury.worker.parsing import parse_score  # the same parsing jury applies
@@ -52,15 +69,7 @@ async def judge_all(api_base: str, judgments: int, concurrency: int) -> int:
             '\n</output>\n</data-ab12>\nAnswer with JSON: {"score": <number>}'
         )
         async with semaphore:
-            response = await litellm.acompletion(
-                model=f"openai/{judge}",
-                api_base=api_base,
-                api_key="x",
-                messages=[{"role": "user", "content": prompt}],
-                temperature=0.8,
-                num_retries=0,
-                max_retries=0,
-            )
+            response = await plain_call(api_base, judge, prompt)
         parse_score(response.choices[0].message.content, scale)
         parsed += 1
 

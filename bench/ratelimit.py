@@ -35,6 +35,7 @@ from typing import Any
 import psutil
 from sqlalchemy import func, select
 
+from bench.asyncio_baseline import plain_call
 from bench.common import figure, local_stack, print_runs, simulator_stats
 from jury.producer.loading import load_batch
 from jury.producer.services import ManagedProcess, start_simulator, wait_for
@@ -240,15 +241,7 @@ async def _baseline_calls(api_base: str, items: int, n: dict[str, int], concurre
         for _attempt in range(20):
             async with semaphore:
                 try:
-                    await litellm.acompletion(
-                        model=f"openai/{model}",
-                        api_base=api_base,
-                        api_key="x",
-                        messages=[{"role": "user", "content": prompt}],
-                        temperature=0.8,
-                        num_retries=0,
-                        max_retries=0,
-                    )
+                    await plain_call(api_base, model, prompt)
                     return
                 except litellm.RateLimitError as exc:
                     headers = getattr(exc, "litellm_response_headers", None) or {}
