@@ -42,7 +42,7 @@ from jury.worker.ratelimit import (
     Permit,
     RateLimiter,
 )
-from jury.worker.ratelimit_redis import RedisRateLimiter, model_keys
+from jury.worker.ratelimit_redis import RecentMinimum, RedisRateLimiter, model_keys
 from tests.conftest import ROOT
 from tests.test_pipeline import write_batch
 
@@ -198,6 +198,53 @@ def test_no_second_holds_more_sends_than_its_quota(limiter: RateLimiter) -> None
     assert min(spans) >= 1.0 - play  # ...but 21 sends always span a second
 
 
+def test_the_quickest_lag_forgets_a_clock_step() -> None:
+    """A host's clock stepping forward makes every later lag look late: the quickest lag
+    forgets the values before the step within two spans, so sends stop being moved."""
+    quickest = RecentMinimum(span=10)
+    assert [quickest.observe(v) for v in (0.005, 0.002, 0.004)] == [0.005, 0.002, 0.002]
+    after_step = [quickest.observe(1.003) for _ in range(20)]
+    assert after_step[0] == 0.002  # still the old clock's...
+    assert after_step[-1] == 1.003  # ...then the new one's: no lag counts as late
+
+
+def redis_ms(client: redis.Redis) -> int:
+    seconds, micros = client.time()
+    return int(seconds) * 1000 + int(micros) // 1000
+
+
+def test_a_send_that_left_late_is_recorded_when_it_left(limiter: RateLimiter) -> None:
+    """A send that leaves well after the gate let it through (its worker descheduled, its
+    event loop busy) is recorded when it left: the next send is spaced from that, else the
+    send a second's quota later would meet the provider's window full."""
+    limits = Limits(rpm=60)  # a send a second: the one before must be a second ago
+    clock = getattr(limiter, "clock", None)
+
+    def busy(seconds: float) -> None:  # the worker, busy before the request leaves
+        if isinstance(clock, FakeClock):
+            clock.now += seconds
+        else:
+            time.sleep(seconds)  # the delay being modelled, not a synchronisation
+
+    assert limiter.send_gate("other", limits) == 0.0
+    limiter.sent("other")  # on time: the quickest a send leaves
+    assert limiter.send_gate("m", limits) == 0.0
+    busy(0.040)
+    limiter.sent("m")
+    limiter.sent("m")  # nothing let through since: nothing to move
+    if isinstance(limiter, MemoryRateLimiter):
+        assert limiter.send_gate("m", limits) == pytest.approx(1.0)  # not 0.96
+        return
+    assert isinstance(limiter, RedisRateLimiter)
+    client = limiter.client
+    [late] = [int(sent) for sent in client.lrange(model_keys(limiter.prefix, "m")[8], 0, -1)]
+    [on_time] = [int(sent) for sent in client.lrange(model_keys(limiter.prefix, "other")[8], 0, -1)]
+    assert late - on_time >= 25  # moved by its lateness (not by the 1-2 ms between)
+    assert late <= redis_ms(client)  # never past the present
+    wait = limiter.send_gate("m", limits)
+    assert wait * 1000 >= late + 1000 - redis_ms(client) - 1  # spaced from when it left
+
+
 def test_a_freed_slot_goes_to_the_first_in_line(redis_url: str) -> None:
     """A model at its in-flight cap: the call that finishes moves the first waiting task back
     to its queue; the safety net releases waiters when a slot-holder died."""
@@ -328,7 +375,14 @@ class SpentReply:
 class CountingGate(MemoryRateLimiter):
     """The in-memory limiter on the real clock, counting how often the send gate is asked."""
 
-    gate_asks = 0
+    def __init__(self, horizon_s: float) -> None:
+        super().__init__(horizon_s)
+        self.gate_asks = 0
+        self.left: list[str] = []  # the keys whose sends were told to have left
+
+    def sent(self, key: str) -> None:
+        self.left.append(key)
+        super().sent(key)
 
     def reserve(self, key: str, limits: Limits, tokens: int, token: str) -> Permit:
         return Permit(GRANTED, 0.0, token)  # every slot is past: the calls woke late
@@ -358,6 +412,7 @@ def test_late_calls_take_turns_at_the_send_gate() -> None:
     assert len(sent) == 20
     assert max(sent) - min(sent) >= 19 * 0.009 * 0.9  # spaced, not sent at once
     assert limiter.gate_asks <= 3 * 20
+    assert limiter.left == [rate_key(judge)] * 20  # each send's leaving told to the limiter
 
 
 def test_a_spent_window_pauses_the_model_until_its_reset(limiter: RateLimiter) -> None:

@@ -149,6 +149,10 @@ class GatedCall:
         async with gate_turn(key):
             while (gap := self.limiter.send_gate(key, limits)) > 0:
                 await self.sleep(gap)
+            # When the request leaves: aiohttp (on Python < 3.12) writes it in a task it
+            # queues after this callback, behind whatever the event loop has ready; on 3.12
+            # and later it writes at once, just before. Queued before the gate's next turn.
+            asyncio.get_running_loop().call_soon(self.limiter.sent, key)
 
     def _learn(self, key: str, reply: ReplyLike) -> None:
         """A provider whose headers say its request window is spent (no request left until

@@ -6,15 +6,28 @@ slot. A model with `max_in_flight` keeps a waiting line: a task that finds every
 parks its message there (jury.store.parking), and the call that frees a slot moves the first
 waiter back to its queue in the same script, so waiting for a slow local server costs no
 polling. `release_waiters` is the safety net for a line whose slot-holder died.
+
+The send gate records a send at Redis' clock when it lets it pass (`send_gate`); the request
+leaves later (`sent`): once the worker has read the gate's answer, and once its event loop
+has run what was ready before the request's write. A send that left late, spaced from its
+recorded time, puts the send a second's quota after it into a provider window that is full.
+So `sent` compares the recorded time with the worker's clock, and a send that left later
+than the worker's quickest by more than LATE_SEND_S is moved, in the record, to when it
+left (a clock step between two hosts moves a record by a round trip at most: no record
+moves past Redis' present; and the quickest forgets it within 2 × QUICKEST_LAG_SPAN sends).
 """
 
 from __future__ import annotations
+
+import time
+from collections.abc import Callable
 
 import redis
 
 from jury.worker.ratelimit import (
     BUSY,
     IN_FLIGHT_POLL_S,
+    LATE_SEND_S,
     LEASE_MS,
     MIN_PACE,
     SEND_SPACING,
@@ -28,6 +41,9 @@ from jury.worker.ratelimit import (
 STATE_TTL_MS = 600_000
 # The set of every model's waiting line, for the safety net.
 LINES_KEY = "jury:rl:lines"
+# The quickest lag from a send's record to its leaving is the least of the last this many
+# to twice as many sends': a step of either host's clock is forgotten after that many.
+QUICKEST_LAG_SPAN = 500
 
 _LUA_RESERVE = """
 local now_parts = redis.call('TIME')
@@ -104,9 +120,9 @@ return moved
 """
 
 # The send gate (jury.worker.ratelimit.send_wait), cluster-wide: a model's latest sends in a
-# list, the latest first. A wait is returned rounded up: Redis truncates a Lua number to an
-# integer reply, and a wait under a millisecond, truncated to 0, read as "send now" without
-# recording the send.
+# list, the latest first. Returns {wait, 0}, or {0, the send's recorded time}. A wait is
+# rounded up: Redis truncates a Lua number to an integer reply, and a wait under a
+# millisecond, truncated to 0, read as "send now" without recording the send.
 _LUA_GATE = """
 local t = redis.call('TIME')
 local now = t[1] * 1000 + math.floor(t[2] / 1000)
@@ -118,11 +134,35 @@ local back = redis.call('LINDEX', KEYS[1], stretch - 1)
 local wait = 0
 if last then wait = tonumber(last) + interval * tonumber(ARGV[4]) - now end
 if back then wait = math.max(wait, tonumber(back) + stretch * interval - now) end
-if wait > 0 then return math.ceil(wait) end
+if wait > 0 then return {math.ceil(wait), 0} end
 redis.call('LPUSH', KEYS[1], now)
 redis.call('LTRIM', KEYS[1], 0, stretch - 1)
 redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[2]))
-return 0
+return {0, now}
+"""
+
+# A send recorded at ARGV[1] left ARGV[2] ms later (never later than now): move it there,
+# keeping the list the latest first. Gone from the list already: nothing to do.
+_LUA_LATE_SEND = """
+local t = redis.call('TIME')
+local now = t[1] * 1000 + math.floor(t[2] / 1000)
+local recorded = tonumber(ARGV[1])
+local sends = redis.call('LRANGE', KEYS[1], 0, -1)
+local found = false
+for i, sent in ipairs(sends) do
+  sends[i] = tonumber(sent)
+  if not found and sends[i] == recorded then
+    sends[i] = math.min(now, recorded + tonumber(ARGV[2]))
+    found = true
+  end
+end
+if not found then return 0 end
+table.sort(sends, function(a, b) return a > b end)
+local ttl = redis.call('PTTL', KEYS[1])
+redis.call('DEL', KEYS[1])
+redis.call('RPUSH', KEYS[1], unpack(sends))
+if ttl > 0 then redis.call('PEXPIRE', KEYS[1], ttl) end
+return 1
 """
 
 _LUA_COOL = """
@@ -139,6 +179,24 @@ return 1
 """
 
 
+class RecentMinimum:
+    """The least value observed among the last `span` to 2 × `span` (two buckets in turn).
+    Shared by a worker's threads unlocked: a lost update only delays it by one value."""
+
+    def __init__(self, span: int) -> None:
+        self.span = span
+        self._earlier = self._current = float("inf")
+        self._seen = 0
+
+    def observe(self, value: float) -> float:
+        """Take `value` in; returns the least recent value, `value` included."""
+        self._seen += 1
+        if self._seen > self.span:
+            self._earlier, self._current, self._seen = self._current, float("inf"), 1
+        self._current = min(self._current, value)
+        return min(self._earlier, self._current)
+
+
 def model_keys(prefix: str, key: str) -> list[str]:
     base = f"{prefix}{{{key}}}"  # one hash tag: all of a model's keys on one Redis Cluster slot
     names = ("rpm", "tpm", "cool", "inflight", "defer", "pace", "cap", "waiters", "sends")
@@ -153,8 +211,12 @@ class RedisRateLimiter:
         prefix: str = "jury:rl:",
         margin: float = 0.0,
         lines_key: str = LINES_KEY,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.client = client
+        self.clock = clock  # this worker's wall clock, against the send gate's records
+        self._quickest_lag = RecentMinimum(QUICKEST_LAG_SPAN)
+        self._passed: dict[str, int] = {}  # per model, the send this process last passed
         self.horizon_ms = horizon_s * 1000
         self.margin = margin
         self.prefix = prefix
@@ -165,6 +227,7 @@ class RedisRateLimiter:
         self._cool = client.register_script(_LUA_COOL)
         self._slow = client.register_script(_LUA_SLOW)
         self._gate = client.register_script(_LUA_GATE)
+        self._late_send = client.register_script(_LUA_LATE_SEND)
         self._lines_known: set[str] = set()
 
     def reserve(self, key: str, limits: Limits, tokens: int, token: str) -> Permit:
@@ -210,10 +273,24 @@ class RedisRateLimiter:
         keys = model_keys(self.prefix, key)
         interval_ms = 60000 / limits.rpm * (1 + self.margin)
         stretch = sends_per_window(limits.rpm)
-        wait_ms = self._gate(
+        wait_ms, sent_at_ms = self._gate(
             keys=[keys[8], keys[5]], args=[interval_ms, STATE_TTL_MS, stretch, SEND_SPACING]
         )
-        return max(0.0, float(wait_ms) / 1000)
+        if wait_ms > 0:
+            return float(wait_ms) / 1000
+        self._passed[key] = int(sent_at_ms)
+        return 0.0
+
+    def sent(self, key: str) -> None:
+        recorded_ms = self._passed.pop(key, None)
+        if recorded_ms is None:
+            return
+        # From the send's record to its leaving, on two clocks (Redis' and this worker's,
+        # perhaps on two hosts): what exceeds the quickest such lag is the send's lateness.
+        lag = self.clock() - recorded_ms / 1000
+        if (late := lag - self._quickest_lag.observe(lag)) > LATE_SEND_S:
+            keys = model_keys(self.prefix, key)
+            self._late_send(keys=[keys[8]], args=[recorded_ms, round(late * 1000)])
 
     def slow_down(self, key: str, factor: float) -> None:
         pace_key = model_keys(self.prefix, key)[5]
