@@ -6,7 +6,14 @@ import threading
 from typing import Any
 
 from celery import Celery
-from celery.signals import task_postrun, task_received, worker_ready, worker_shutdown
+from celery.signals import (
+    celeryd_after_setup,
+    task_postrun,
+    task_received,
+    worker_process_init,
+    worker_ready,
+    worker_shutdown,
+)
 
 from jury.schemas.settings import ENGINE_POOL, Settings
 from jury.store.redis_client import BrokerRedis
@@ -33,6 +40,18 @@ def create_worker_app(settings: Settings) -> Celery:
                 holder.append(_build_runtime(app, settings))
             return holder[0]
 
+    def build_runtime(**_: object) -> None:
+        runtime()
+
+    # Built before the worker takes a task or answers a ping: the build warms LiteLLM up and
+    # freezes its heap (a full collection of some 300,000 objects: 0.9 s under
+    # bench/ratelimit's CPU hog), which, built on first use, held up a batch's first calls.
+    # Celery's `celeryd_after_setup` comes after its logging is set up and before its pool
+    # and consumer start; a prefork pool's children build their own after the fork.
+    if settings.worker_pool == "prefork":
+        worker_process_init.connect(build_runtime, weak=False)
+    else:
+        celeryd_after_setup.connect(build_runtime, weak=False)
     register_tasks(app, runtime)
     held = _ledger() if settings.worker_pool == ENGINE_POOL else None
     housekeeper = Housekeeper(runtime, held)

@@ -106,9 +106,15 @@ class WorkerRuntime:
             from jury.worker.llm_client import complete, waits_at_send, warm_up
 
             call, self.waits_at_send = complete, waits_at_send
+            started = time.perf_counter()
             warm_up()
-            freeze_startup_heap()
+            frozen = freeze_startup_heap()
             space_young_collections()
+            log.info(
+                "warmed up in %.1f s (%d objects kept out of the collector's sight)",
+                time.perf_counter() - started,
+                frozen,
+            )
         self.call = call
         self.loop = loop or EventLoopThread()
         self.store_threads = concurrent.futures.ThreadPoolExecutor(
