@@ -24,6 +24,8 @@ from jury.producer.services import (
 )
 from jury.schemas.settings import Settings
 from jury.store.engine import dispose_all
+from jury.worker.ratelimit import MemoryRateLimiter, RateLimiter
+from jury.worker.ratelimit_redis import RedisRateLimiter
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 # Rich sizes its tables to the terminal; a test reads them whole, whatever runs it (a
@@ -229,3 +231,31 @@ def queue_idle(settings: Settings) -> bool:
         return not queued_messages(settings) and client.hlen("unacked") == 0
     finally:
         client.close()
+
+
+class FakeClock:
+    """A clock that moves only when a test moves it."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+# The rate limiters' horizon in their tests (tests/test_ratelimit.py, tests/test_send_gate.py).
+LIMITER_HORIZON_S = 2.5
+
+
+@pytest.fixture(params=["memory", "redis"])
+def limiter(request: pytest.FixtureRequest, redis_url: str) -> Iterator[RateLimiter]:
+    """Both rate limiters behind one interface: in memory on a FakeClock, and in Redis."""
+    if request.param == "memory":
+        yield MemoryRateLimiter(LIMITER_HORIZON_S, clock=FakeClock())
+        return
+    client = redis.Redis.from_url(redis_url)
+    prefix = f"jury:rl-test:{secrets.token_hex(4)}:"
+    yield RedisRateLimiter(client, LIMITER_HORIZON_S, prefix=prefix)
+    for key in client.scan_iter(f"{prefix}*"):
+        client.delete(key)
+    client.close()

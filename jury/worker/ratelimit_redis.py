@@ -19,6 +19,7 @@ moves past Redis' present; and the quickest forgets it within 2 × QUICKEST_LAG_
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable
 
@@ -160,7 +161,9 @@ if not found then return 0 end
 table.sort(sends, function(a, b) return a > b end)
 local ttl = redis.call('PTTL', KEYS[1])
 redis.call('DEL', KEYS[1])
-redis.call('RPUSH', KEYS[1], unpack(sends))
+for i = 1, #sends, 1000 do  -- unpack's results live on Lua's stack: a thousand at a time
+  redis.call('RPUSH', KEYS[1], unpack(sends, i, math.min(i + 999, #sends)))
+end
 if ttl > 0 then redis.call('PEXPIRE', KEYS[1], ttl) end
 return 1
 """
@@ -216,7 +219,10 @@ class RedisRateLimiter:
         self.client = client
         self.clock = clock  # this worker's wall clock, against the send gate's records
         self._quickest_lag = RecentMinimum(QUICKEST_LAG_SPAN)
-        self._passed: dict[str, int] = {}  # per model, the send this process last passed
+        # Per model, the send this process last let through, until it leaves (`sent`). One
+        # event loop passes a model's gate one call at a time (gating.gate_turn); loops in
+        # other threads may take each other's record: a lateness then reads shorter.
+        self._passed: dict[str, int] = {}
         self.horizon_ms = horizon_s * 1000
         self.margin = margin
         self.prefix = prefix
@@ -290,7 +296,10 @@ class RedisRateLimiter:
         lag = self.clock() - recorded_ms / 1000
         if (late := lag - self._quickest_lag.observe(lag)) > LATE_SEND_S:
             keys = model_keys(self.prefix, key)
-            self._late_send(keys=[keys[8]], args=[recorded_ms, round(late * 1000)])
+            # Run as an event loop's callback: a Redis error here would only be logged with
+            # a traceback. The correction lost, the next send is spaced as before.
+            with contextlib.suppress(redis.RedisError):
+                self._late_send(keys=[keys[8]], args=[recorded_ms, round(late * 1000)])
 
     def slow_down(self, key: str, factor: float) -> None:
         pace_key = model_keys(self.prefix, key)[5]
