@@ -247,15 +247,21 @@ class FakeClock:
 LIMITER_HORIZON_S = 2.5
 
 
-@pytest.fixture(params=["memory", "redis"])
-def limiter(request: pytest.FixtureRequest, redis_url: str) -> Iterator[RateLimiter]:
-    """Both rate limiters behind one interface: in memory on a FakeClock, and in Redis."""
-    if request.param == "memory":
-        yield MemoryRateLimiter(LIMITER_HORIZON_S, clock=FakeClock())
-        return
+@pytest.fixture
+def redis_limiter(redis_url: str) -> Iterator[RedisRateLimiter]:
+    """The Redis rate limiter under a prefix of its own, its keys deleted afterwards."""
     client = redis.Redis.from_url(redis_url)
     prefix = f"jury:rl-test:{secrets.token_hex(4)}:"
     yield RedisRateLimiter(client, LIMITER_HORIZON_S, prefix=prefix)
     for key in client.scan_iter(f"{prefix}*"):
         client.delete(key)
     client.close()
+
+
+@pytest.fixture(params=["memory", "redis"])
+def limiter(request: pytest.FixtureRequest) -> RateLimiter:
+    """Both rate limiters behind one interface: in memory on a FakeClock, and in Redis."""
+    if request.param == "memory":
+        return MemoryRateLimiter(LIMITER_HORIZON_S, clock=FakeClock())
+    redis_one: RedisRateLimiter = request.getfixturevalue("redis_limiter")
+    return redis_one

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import secrets
 import time
 
 import pytest
@@ -78,31 +77,23 @@ def test_the_quickest_lag_forgets_a_clock_step() -> None:
     assert after_step[-1] == 1.003  # ...then the new one's: no lag counts as late
 
 
-def test_a_late_send_is_moved_among_thousands(redis_url: str) -> None:
+def test_a_late_send_is_moved_among_thousands(redis_limiter: RedisRateLimiter) -> None:
     """A model with a huge quota keeps thousands of sends in its record (a second's worth):
     moving a late one rewrites them all, more than Lua's stack holds at once."""
-    client = redis.Redis.from_url(redis_url)
-    prefix = f"jury:rl-test:{secrets.token_hex(4)}:"
-    limiter = RedisRateLimiter(client, HORIZON, prefix=prefix)
+    limiter, client = redis_limiter, redis_limiter.client
     limits = Limits(rpm=600_000)  # 10,000 sends a second
-    sends = model_keys(prefix, "m")[8]
-    try:
-        long_ago = redis_ms(client) - 10_000
-        client.rpush(sends, *range(long_ago, long_ago - 9_000, -1))
-        assert limiter.send_gate("m", limits) == 0.0
-        limiter.sent("m")  # on time: the quickest
-        while (wait := limiter.send_gate("m", limits)) > 0:
-            time.sleep(wait)  # the gate's own wait, as a worker sleeps it
-        time.sleep(0.040)  # the worker, busy before the request leaves (not a synchronisation)
-        limiter.sent("m")
-        latest = [int(sent) for sent in client.lrange(sends, 0, 1)]
-        assert latest[0] - latest[1] >= 25  # the late one moved to when it left
-        assert client.llen(sends) == 9_002
-    finally:
-        client.delete(sends)
-        for key in client.scan_iter(f"{prefix}*"):
-            client.delete(key)
-        client.close()
+    sends = model_keys(limiter.prefix, "m")[8]
+    long_ago = redis_ms(client) - 10_000
+    client.rpush(sends, *range(long_ago, long_ago - 9_000, -1))
+    assert limiter.send_gate("m", limits) == 0.0
+    limiter.sent("m")  # on time: the quickest
+    while (wait := limiter.send_gate("m", limits)) > 0:
+        time.sleep(wait)  # the gate's own wait, as a worker sleeps it
+    time.sleep(0.040)  # the worker, busy before the request leaves (not a synchronisation)
+    limiter.sent("m")
+    latest = [int(sent) for sent in client.lrange(sends, 0, 1)]
+    assert latest[0] - latest[1] >= 25  # the late one moved to when it left
+    assert client.llen(sends) == 9_002
 
 
 def redis_ms(client: redis.Redis) -> int:
