@@ -4,7 +4,7 @@ is asked, at what price, and how its calls reach the provider. Pure validation."
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
@@ -41,6 +41,10 @@ class Judge(_Strict):
     max_in_flight: int | None = Field(default=None, gt=0)
     api_base: str | None = None
     api_key_env: str | None = None
+    # An OpenAI-compatible server at `api_base` is called through jury's own HTTP client
+    # (jury.worker.openai_wire, about half LiteLLM's CPU per call); "litellm": through the
+    # OpenAI SDK under LiteLLM, as a plain LiteLLM script calls it.
+    http_client: Literal["jury", "litellm"] = "jury"
     timeout_s: float = Field(default=60.0, gt=0, le=600)
     max_tokens: int = Field(default=400, ge=16, le=32000)
     # Ask for the reasoning before the score ("reason first"): the judge reasons, then scores.

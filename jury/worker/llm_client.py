@@ -24,6 +24,7 @@ from litellm import exceptions as llm_errors
 from jury.schemas.batch import Judge
 from jury.schemas.errors import PermanentJudgeError, TransientJudgeError
 from jury.schemas.placeholders import call_settings, redact
+from jury.worker.openai_wire import REPORTED_USAGE, register_wire, wire_model
 from jury.worker.send_wait import at_http_send, pending_wait, waiting_at_send
 from jury.worker.usage import checked_cost, checked_usage
 
@@ -214,21 +215,37 @@ def _sent_without_the_hook(judge: Judge) -> None:
         )
 
 
-def _cost(judge: Judge, prompt_tokens: int, completion_tokens: int, response: Any) -> float:
+def _cost(
+    judge: Judge, prompt_tokens: int, completion_tokens: int, response: Any, wired: bool
+) -> float:
     """The judge's own prices when the batch gives them, else LiteLLM's price map."""
     if judge.input_cost_per_token is not None or judge.output_cost_per_token is not None:
         return prompt_tokens * (judge.input_cost_per_token or 0.0) + completion_tokens * (
             judge.output_cost_per_token or 0.0
         )
-    # LiteLLM has priced the call already, while logging it: computing it again costs a
-    # worker about a millisecond per call.
-    hidden = getattr(response, "_hidden_params", None) or {}
-    if "response_cost" in hidden:  # None: a model missing from the price map
-        return float(hidden["response_cost"] or 0.0)
     try:
+        if wired:  # LiteLLM priced the wire's name (at zero): the judge's model has the price
+            prompt_usd, completion_usd = litellm.cost_per_token(
+                model=judge.model,
+                prompt_tokens=prompt_tokens,
+                completion_tokens=completion_tokens,
+            )
+            return float(prompt_usd + completion_usd)
+        # LiteLLM has priced the call already, while logging it: computing it again costs a
+        # worker about a millisecond per call.
+        hidden = getattr(response, "_hidden_params", None) or {}
+        if "response_cost" in hidden:  # None: a model missing from the price map
+            return float(hidden["response_cost"] or 0.0)
         return float(litellm.completion_cost(completion_response=response) or 0.0)
     except Exception:
         return 0.0  # a model missing from the price map (e.g. the simulator) costs nothing known
+
+
+def uses_wire(judge: Judge) -> bool:
+    """Whether the judge's calls go through jury's own wire (jury.worker.openai_wire): an
+    OpenAI-compatible server named by its api_base, unless the judge asks for LiteLLM's."""
+    wanted = getattr(judge, "http_client", "jury") == "jury"  # a generating candidate: jury's
+    return bool(judge.api_base) and wanted and _openai_provider(judge.model)
 
 
 # Models whose calls were seen leaving without the request hook (another HTTP client than the
@@ -275,7 +292,7 @@ def waits_at_send(judge: Judge) -> bool:
     """Whether complete() runs the send gate at the HTTP send for this judge: LiteLLM's
     OpenAI provider (OpenAI, and every server behind `openai/` with an api_base) sends through
     the hooked session; other providers use LiteLLM's own HTTP handlers."""
-    return judge.model not in _UNHOOKED and _openai_provider(judge.model)
+    return uses_wire(judge) or (judge.model not in _UNHOOKED and _openai_provider(judge.model))
 
 
 @functools.lru_cache(maxsize=256)
@@ -302,6 +319,11 @@ async def complete(judge: Judge, messages: list[dict[str, str]]) -> LLMReply:
         "max_retries": 0,
     }
     price_unpriced_model(judge.model)
+    wired = uses_wire(judge)
+    if wired:
+        register_wire()
+        kwargs["model"] = wire_model(judge.model)
+        price_unpriced_model(kwargs["model"])  # LiteLLM prices every call while logging it
     if judge.api_base:
         kwargs["api_base"] = judge.api_base
     if api_key:
@@ -339,15 +361,16 @@ async def complete(judge: Judge, messages: list[dict[str, str]]) -> LLMReply:
     latency_ms = (time.perf_counter() - started) * 1000
     choice = response.choices[0] if response.choices else None
     text = getattr(getattr(choice, "message", None), "content", None) or ""
-    prompt_tokens, completion_tokens = checked_usage(
-        getattr(response, "usage", None), messages, text
-    )
-    headers = (getattr(response, "_hidden_params", None) or {}).get("additional_headers")
+    hidden = getattr(response, "_hidden_params", None) or {}
+    # The wire keeps the usage as the server reported it, for checked_usage to judge.
+    usage = hidden.get(REPORTED_USAGE, getattr(response, "usage", None))
+    prompt_tokens, completion_tokens = checked_usage(usage, messages, text)
+    headers = hidden.get("additional_headers")
     return LLMReply(
         text=text,
         prompt_tokens=prompt_tokens,
         completion_tokens=completion_tokens,
-        cost_usd=checked_cost(_cost(judge, prompt_tokens, completion_tokens, response)),
+        cost_usd=checked_cost(_cost(judge, prompt_tokens, completion_tokens, response, wired)),
         latency_ms=latency_ms,
         limit_requests=_header_int(headers, "x-ratelimit-limit-requests"),
         remaining_requests=_header_int(headers, "x-ratelimit-remaining-requests"),
