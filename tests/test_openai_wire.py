@@ -17,9 +17,9 @@ from jury.producer.services import ManagedProcess, start_simulator
 from jury.schemas.batch import Dimension, Item, Judge
 from jury.schemas.errors import PermanentJudgeError, TransientJudgeError
 from jury.worker.endpoint_client import MAX_REPLY_BYTES
-from jury.worker.llm_client import LLMReply, _cost, complete, uses_wire
+from jury.worker.llm_client import LLMReply, complete, uses_wire
 from jury.worker.loop import EventLoopThread
-from jury.worker.openai_wire import REPORTED_USAGE
+from jury.worker.openai_wire import REPORTED_USAGE, wire_price
 from jury.worker.prompts import build_messages
 
 pytestmark = pytest.mark.integration
@@ -135,14 +135,14 @@ def test_hundreds_of_calls_are_in_flight_at_once_on_one_loop(
 
 
 def test_a_priced_model_behind_the_wire_is_priced_by_its_own_name() -> None:
-    """The wire's model name is unpriced (registered at zero for LiteLLM's logging): the
-    judge's model, `openai/gpt-4o-mini` behind a proxy, prices the call."""
-    proxied = Judge(model="openai/gpt-4o-mini", api_base="http://127.0.0.1:9/v1")
-    wired = _cost(proxied, 1000, 1000, None, wired=True)
+    """LiteLLM does not know the wire's model name: `openai/gpt-4o-mini` behind a proxy is
+    priced by its own, as LiteLLM prices it."""
     prompt_usd, completion_usd = litellm.cost_per_token(
         model="openai/gpt-4o-mini", prompt_tokens=1000, completion_tokens=1000
     )
-    assert wired == pytest.approx(prompt_usd + completion_usd) and wired > 0
+    assert wire_price("gpt-4o-mini", 1000, 1000) == pytest.approx(prompt_usd + completion_usd)
+    assert prompt_usd + completion_usd > 0
+    assert wire_price("surely-no-such-model-anywhere", 1000, 1000) is None
 
 
 def test_the_usage_the_server_reported_reaches_jury_unchanged(

@@ -215,27 +215,18 @@ def _sent_without_the_hook(judge: Judge) -> None:
         )
 
 
-def _cost(
-    judge: Judge, prompt_tokens: int, completion_tokens: int, response: Any, wired: bool
-) -> float:
+def _cost(judge: Judge, prompt_tokens: int, completion_tokens: int, response: Any) -> float:
     """The judge's own prices when the batch gives them, else LiteLLM's price map."""
     if judge.input_cost_per_token is not None or judge.output_cost_per_token is not None:
         return prompt_tokens * (judge.input_cost_per_token or 0.0) + completion_tokens * (
             judge.output_cost_per_token or 0.0
         )
+    # LiteLLM has priced the call already, while logging it (or jury's wire did, by the
+    # judge's model): computing it again costs a worker about a millisecond per call.
+    hidden = getattr(response, "_hidden_params", None) or {}
+    if "response_cost" in hidden:  # None: a model missing from the price map
+        return float(hidden["response_cost"] or 0.0)
     try:
-        if wired:  # LiteLLM priced the wire's name (at zero): the judge's model has the price
-            prompt_usd, completion_usd = litellm.cost_per_token(
-                model=judge.model,
-                prompt_tokens=prompt_tokens,
-                completion_tokens=completion_tokens,
-            )
-            return float(prompt_usd + completion_usd)
-        # LiteLLM has priced the call already, while logging it: computing it again costs a
-        # worker about a millisecond per call.
-        hidden = getattr(response, "_hidden_params", None) or {}
-        if "response_cost" in hidden:  # None: a model missing from the price map
-            return float(hidden["response_cost"] or 0.0)
         return float(litellm.completion_cost(completion_response=response) or 0.0)
     except Exception:
         return 0.0  # a model missing from the price map (e.g. the simulator) costs nothing known
@@ -370,7 +361,7 @@ async def complete(judge: Judge, messages: list[dict[str, str]]) -> LLMReply:
         text=text,
         prompt_tokens=prompt_tokens,
         completion_tokens=completion_tokens,
-        cost_usd=checked_cost(_cost(judge, prompt_tokens, completion_tokens, response, wired)),
+        cost_usd=checked_cost(_cost(judge, prompt_tokens, completion_tokens, response)),
         latency_ms=latency_ms,
         limit_requests=_header_int(headers, "x-ratelimit-limit-requests"),
         remaining_requests=_header_int(headers, "x-ratelimit-remaining-requests"),

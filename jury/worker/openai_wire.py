@@ -59,6 +59,19 @@ def wire_model(model: str) -> str:
     return f"{PROVIDER}/{model.removeprefix('openai/')}"
 
 
+def wire_price(model: str, prompt_tokens: int, completion_tokens: int) -> float | None:
+    """What LiteLLM's price map says `openai/<model>` costs for these tokens (None: unknown)."""
+    try:
+        prompt_usd, completion_usd = litellm.cost_per_token(
+            model=f"openai/{model}",
+            prompt_tokens=prompt_tokens,
+            completion_tokens=completion_tokens,
+        )
+    except Exception:
+        return None
+    return float(prompt_usd + completion_usd)
+
+
 @functools.cache
 def register_wire() -> None:
     """Add the wire to LiteLLM's custom providers, keeping any the process registered."""
@@ -168,6 +181,13 @@ def _reply(data: Any, model_response: ModelResponse, model: str) -> ModelRespons
     if isinstance(usage, dict) and all(
         type(usage.get(name)) is int and usage[name] >= 0 for name in _USAGE_FIELDS
     ):
+        # Priced here, by the model's own name: LiteLLM's logging takes a cost it finds on
+        # the response instead of pricing the call itself (litellm_logging.py,
+        # `response_cost_calculator`: "use cost if already calculated"), ~8 % of a loaded
+        # worker's CPU, and would price `jury_openai/<model>`, which it does not know.
+        model_response._hidden_params["response_cost"] = wire_price(
+            model, usage["prompt_tokens"], usage["completion_tokens"]
+        )
         model_response.usage = Usage(**{n: usage[n] for n in _USAGE_FIELDS})  # type: ignore[attr-defined]
     if isinstance(data.get("id"), str):
         model_response.id = data["id"]
