@@ -17,7 +17,7 @@ from jury.producer.services import ManagedProcess, start_simulator
 from jury.schemas.batch import Dimension, Item, Judge
 from jury.schemas.errors import PermanentJudgeError, TransientJudgeError
 from jury.worker.endpoint_client import MAX_REPLY_BYTES
-from jury.worker.llm_client import LLMReply, complete, uses_wire
+from jury.worker.llm_client import LLMReply, complete, price_unpriced_model, uses_wire
 from jury.worker.loop import EventLoopThread
 from jury.worker.openai_wire import REPORTED_USAGE, wire_price
 from jury.worker.prompts import build_messages
@@ -143,6 +143,8 @@ def test_a_priced_model_behind_the_wire_is_priced_by_its_own_name() -> None:
     assert wire_price("gpt-4o-mini", 1000, 1000) == pytest.approx(prompt_usd + completion_usd)
     assert prompt_usd + completion_usd > 0
     assert wire_price("surely-no-such-model-anywhere", 1000, 1000) is None
+    assert price_unpriced_model("openai/a-local-server-model")  # registered at zero: free
+    assert wire_price("a-local-server-model", 1000, 1000) == 0.0
 
 
 def test_the_usage_the_server_reported_reaches_jury_unchanged(

@@ -61,6 +61,8 @@ def wire_model(model: str) -> str:
 
 def wire_price(model: str, prompt_tokens: int, completion_tokens: int) -> float | None:
     """What LiteLLM's price map says `openai/<model>` costs for these tokens (None: unknown)."""
+    if _free(model):  # a local server jury registered at zero: LiteLLM's pricing, skipped
+        return 0.0
     try:
         prompt_usd, completion_usd = litellm.cost_per_token(
             model=f"openai/{model}",
@@ -70,6 +72,16 @@ def wire_price(model: str, prompt_tokens: int, completion_tokens: int) -> float 
     except Exception:
         return None
     return float(prompt_usd + completion_usd)
+
+
+@functools.lru_cache(maxsize=256)
+def _free(model: str) -> bool:
+    """Whether the price map gives `openai/<model>` no rate but zeros (llm_client registers
+    an unpriced model so before its first call): ~4 % of a loaded worker's CPU went to
+    LiteLLM's cost_per_token finding that 0 at every call."""
+    entry = litellm.model_cost.get(f"openai/{model}")
+    rates = [v for k, v in (entry or {}).items() if k.endswith(("_cost_per_token", "_token_cost"))]
+    return bool(rates) and not any(rates)
 
 
 @functools.cache
