@@ -218,3 +218,29 @@ def test_a_claimed_callback_never_sent_is_healed_by_the_sweeper(
     assert batch_status(sessions, cell.batch_id).n_verdicts == 0
     wait_for(lambda: batch_status(sessions, cell.batch_id).status.finished, 30, "the sweeper")
     assert_exactly_once(sqlite_workers, cell.batch_id)
+
+
+def test_a_group_of_tasks_reads_its_items_in_one_query(redis_url: str, tmp_path: Path) -> None:
+    """The items of a group of tasks the cache lacks are read in one query per batch, then
+    served from the cache; one the batch lacks is still an UnknownBatchError when asked for."""
+    settings = settings_for(redis_url, f"sqlite:///{tmp_path / 'jury.db'}")
+    runtime = WorkerRuntime(settings, Recorder(), call=scripted_judge)
+    try:
+        config = BatchConfig.model_validate(
+            {"judges": [{"model": "openai/scripted"}], "dimensions": ["relevance"]}
+        )
+        create_batch(runtime.sessions, "grp", config, "test")
+        add_items(runtime.sessions, "grp", [(n, Item(id=f"i{n}", output="a")) for n in range(5)])
+        assert runtime.item("grp", "i1").id == "i1"
+        statements: list[str] = []
+        engine = runtime.sessions.kw["bind"]
+        event.listen(engine, "before_cursor_execute", lambda *a: statements.append(a[2]))
+        runtime.read_items([("grp", f"i{n}") for n in (0, 1, 2, 3, 3, 7)])
+        assert len([s for s in statements if s.startswith("SELECT")]) == 1  # i1 was cached
+        assert [runtime.item("grp", f"i{n}").id for n in (3, 0, 2, 1)] == ["i3", "i0", "i2", "i1"]
+        assert len([s for s in statements if s.startswith("SELECT")]) == 1  # all from the cache
+        assert runtime.item_positions([("grp", "i3")]) == {("grp", "i3"): 3}
+        with pytest.raises(UnknownBatchError, match="no item 'i7'"):
+            runtime.item("grp", "i7")
+    finally:
+        runtime.close()

@@ -142,6 +142,20 @@ def load_item_at(sessions: Sessions, batch_id: str, item_id: str) -> tuple[Item,
         return Item.model_validate(row.payload), row.position
 
 
+def load_items_at(
+    sessions: Sessions, batch_id: str, item_ids: list[str]
+) -> dict[str, tuple[Item, int]]:
+    """These items of the batch, and their positions, in one query; an id the batch lacks is
+    left out (load_item_at says so)."""
+    with sessions() as session:
+        rows = session.execute(
+            select(ItemRow.item_id, ItemRow.payload, ItemRow.position).where(
+                ItemRow.batch_id == batch_id, ItemRow.item_id.in_(item_ids)
+            )
+        )
+        return {item_id: (Item.model_validate(payload), pos) for item_id, payload, pos in rows}
+
+
 def item_positions(sessions: Sessions, batch_id: str, item_ids: list[str]) -> dict[str, int]:
     """The positions of these items in the batch, in one query."""
     with sessions() as session:

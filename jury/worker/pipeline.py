@@ -171,6 +171,7 @@ async def prepare_group(runtime: WorkerRuntime, refs: Sequence[SampleRef]) -> li
 def _prepare_all(runtime: WorkerRuntime, refs: Sequence[SampleRef]) -> list[_Prepared | str]:
     """For each task: the batch's state and budget, its spec, item and messages; then the
     cached answers of all of them in one query. Or why a task judges nothing."""
+    runtime.read_items((ref.batch_id, ref.item_id) for ref in refs)
     prepared = [_prepare(runtime, ref) for ref in refs]
     cache = runtime.result_cache
     keys = [
