@@ -17,9 +17,15 @@ from jury.producer.services import ManagedProcess, start_simulator
 from jury.schemas.batch import Dimension, Item, Judge
 from jury.schemas.errors import PermanentJudgeError, TransientJudgeError
 from jury.worker.endpoint_client import MAX_REPLY_BYTES
-from jury.worker.llm_client import LLMReply, complete, price_unpriced_model, uses_wire
+from jury.worker.llm_client import (
+    LLMReply,
+    classify_error,
+    complete,
+    price_unpriced_model,
+    uses_wire,
+)
 from jury.worker.loop import EventLoopThread
-from jury.worker.openai_wire import REPORTED_USAGE, wire_price
+from jury.worker.openai_wire import REPORTED_USAGE, _status_error, wire_price
 from jury.worker.prompts import build_messages
 
 pytestmark = pytest.mark.integration
@@ -168,3 +174,33 @@ def test_the_usage_the_server_reported_reaches_jury_unchanged(
     response = LOOP.run(raw())
     reported = response._hidden_params[REPORTED_USAGE]  # type: ignore[attr-defined]
     assert reported["prompt_tokens"] == response.usage.prompt_tokens > 0  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    ("status", "kind"),
+    [
+        (400, "bad_request"),
+        (401, "auth"),
+        (403, "auth"),
+        (404, "not_found"),
+        (408, "timeout"),
+        (418, "bad_request"),
+        (422, "bad_request"),
+        (429, "rate_limited"),
+        (500, "server_error"),
+        (502, "server_error"),
+        (503, "server_error"),
+        (529, "server_error"),
+    ],
+)
+def test_each_error_status_is_the_error_the_sdk_path_gives(status: int, kind: str) -> None:
+    """What jury's retry policy sees of an error status: permanent for a request the server
+    refuses, transient for its own trouble, with its Retry-After; a hostile body is cut."""
+    body = ("<html>" + "x" * 100_000).encode()
+    error = classify_error(_status_error(status, body, {"retry-after": "2"}, "m"))
+    assert getattr(error, "kind", None) == kind
+    permanent = kind in {"bad_request", "auth", "not_found"}
+    assert isinstance(error, PermanentJudgeError if permanent else TransientJudgeError)
+    assert len(str(error)) <= 500
+    if status == 429:
+        assert isinstance(error, TransientJudgeError) and error.retry_after == 2.0

@@ -135,6 +135,18 @@ def _kept_headers(headers: Any) -> dict[str, str]:
     }
 
 
+# LiteLLM's exception for each status its OpenAI provider maps (408, 429: below).
+_ERROR_BY_STATUS: dict[int, Any] = {
+    400: llm_errors.BadRequestError,
+    401: llm_errors.AuthenticationError,
+    403: llm_errors.PermissionDeniedError,
+    404: llm_errors.NotFoundError,
+    422: llm_errors.UnprocessableEntityError,
+    502: llm_errors.BadGatewayError,
+    503: llm_errors.ServiceUnavailableError,
+}
+
+
 def _status_error(status: int, body: bytes, headers: dict[str, str], model: str) -> Exception:
     """LiteLLM's exception for an error status, as its OpenAI provider raises it."""
     text = body[: ERROR_BODY_CHARS * 4].decode("utf-8", errors="replace")[:ERROR_BODY_CHARS]
@@ -142,26 +154,13 @@ def _status_error(status: int, body: bytes, headers: dict[str, str], model: str)
     common: dict[str, Any] = {"message": message, "model": model, "llm_provider": "openai"}
     response = httpx.Response(status, headers=headers, request=httpx.Request("POST", "http://-"))
     error: Any  # LiteLLM's exception classes, which mypy sees without the headers' attribute
-    if status == 400:
-        error = llm_errors.BadRequestError(**common, response=response)
-    elif status == 401:
-        error = llm_errors.AuthenticationError(**common, response=response)
-    elif status == 403:
-        error = llm_errors.PermissionDeniedError(**common, response=response)
-    elif status == 404:
-        error = llm_errors.NotFoundError(**common, response=response)
-    elif status == 408:
+    if status == 408:
         error = llm_errors.Timeout(**common, headers=headers)
-    elif status == 422:
-        error = llm_errors.UnprocessableEntityError(**common, response=response)
     elif status == 429:
         error = llm_errors.RateLimitError(**common, response=response, headers=headers)
-    elif status == 502:
-        error = llm_errors.BadGatewayError(**common, response=response)
-    elif status == 503:
-        error = llm_errors.ServiceUnavailableError(**common, response=response)
-    elif status >= 500:
-        error = llm_errors.InternalServerError(**common, response=response)
+    elif status in _ERROR_BY_STATUS or status >= 500:
+        kind = _ERROR_BY_STATUS.get(status, llm_errors.InternalServerError)
+        error = kind(**common, response=response)
     else:
         error = llm_errors.APIError(status_code=status, **common)
     # Where jury's retry policy reads the provider's headers (llm_client._retry_after).
