@@ -19,6 +19,7 @@ from jury.schemas.errors import PermanentJudgeError, TransientJudgeError
 from jury.worker.endpoint_client import MAX_REPLY_BYTES
 from jury.worker.llm_client import (
     LLMReply,
+    _cost,
     classify_error,
     complete,
     price_unpriced_model,
@@ -151,6 +152,11 @@ def test_a_priced_model_behind_the_wire_is_priced_by_its_own_name() -> None:
     assert wire_price("surely-no-such-model-anywhere", 1000, 1000) is None
     assert price_unpriced_model("openai/a-local-server-model")  # registered at zero: free
     assert wire_price("a-local-server-model", 1000, 1000) == 0.0
+    # A server that reported no usage: its tokens estimated, then priced the same way.
+    proxied = Judge(model="openai/gpt-4o-mini", api_base="http://127.0.0.1:9/v1")
+    assert _cost(proxied, 1000, 1000, None, wired=True) == pytest.approx(
+        prompt_usd + completion_usd
+    )
 
 
 def test_the_usage_the_server_reported_reaches_jury_unchanged(

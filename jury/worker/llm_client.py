@@ -24,7 +24,7 @@ from litellm import exceptions as llm_errors
 from jury.schemas.batch import Judge
 from jury.schemas.errors import PermanentJudgeError, TransientJudgeError
 from jury.schemas.placeholders import call_settings, redact
-from jury.worker.openai_wire import REPORTED_USAGE, register_wire, wire_model
+from jury.worker.openai_wire import REPORTED_USAGE, register_wire, wire_model, wire_price
 from jury.worker.send_wait import at_http_send, pending_wait, waiting_at_send
 from jury.worker.usage import checked_cost, checked_usage
 
@@ -215,14 +215,20 @@ def _sent_without_the_hook(judge: Judge) -> None:
         )
 
 
-def _cost(judge: Judge, prompt_tokens: int, completion_tokens: int, response: Any) -> float:
+def _cost(
+    judge: Judge, prompt_tokens: int, completion_tokens: int, response: Any, wired: bool = False
+) -> float:
     """The judge's own prices when the batch gives them, else LiteLLM's price map."""
     if judge.input_cost_per_token is not None or judge.output_cost_per_token is not None:
         return prompt_tokens * (judge.input_cost_per_token or 0.0) + completion_tokens * (
             judge.output_cost_per_token or 0.0
         )
-    # LiteLLM has priced the call already, while logging it (or jury's wire did, by the
-    # judge's model): computing it again costs a worker about a millisecond per call.
+    if wired:  # by the judge's model, with the tokens as checked (estimated, if none came)
+        return (
+            wire_price(judge.model.removeprefix("openai/"), prompt_tokens, completion_tokens) or 0.0
+        )
+    # LiteLLM has priced the call already, while logging it: computing it again costs a
+    # worker about a millisecond per call.
     hidden = getattr(response, "_hidden_params", None) or {}
     if "response_cost" in hidden:  # None: a model missing from the price map
         return float(hidden["response_cost"] or 0.0)
@@ -314,7 +320,7 @@ async def complete(judge: Judge, messages: list[dict[str, str]]) -> LLMReply:
     if wired:
         register_wire()
         kwargs["model"] = wire_model(judge.model)
-        price_unpriced_model(kwargs["model"])  # LiteLLM prices every call while logging it
+        price_unpriced_model(kwargs["model"])  # LiteLLM's logging looks it up in its price map
     if judge.api_base:
         kwargs["api_base"] = judge.api_base
     if api_key:
@@ -361,7 +367,7 @@ async def complete(judge: Judge, messages: list[dict[str, str]]) -> LLMReply:
         text=text,
         prompt_tokens=prompt_tokens,
         completion_tokens=completion_tokens,
-        cost_usd=checked_cost(_cost(judge, prompt_tokens, completion_tokens, response)),
+        cost_usd=checked_cost(_cost(judge, prompt_tokens, completion_tokens, response, wired)),
         latency_ms=latency_ms,
         limit_requests=_header_int(headers, "x-ratelimit-limit-requests"),
         remaining_requests=_header_int(headers, "x-ratelimit-remaining-requests"),
