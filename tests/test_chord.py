@@ -167,18 +167,23 @@ def test_the_sweeper_leaves_a_freshly_claimed_cell_to_its_callback(
         runtime.close()
 
 
+def runtime_with_items(redis_url: str, tmp_path: Path, batch_id: str, n: int) -> WorkerRuntime:
+    """A worker runtime on a SQLite file holding one batch of `n` items, i0 … i<n-1>."""
+    settings = settings_for(redis_url, f"sqlite:///{tmp_path / 'jury.db'}")
+    runtime = WorkerRuntime(settings, Recorder(), call=scripted_judge)
+    config = BatchConfig.model_validate(
+        {"judges": [{"model": "openai/scripted"}], "dimensions": ["relevance"]}
+    )
+    create_batch(runtime.sessions, batch_id, config, "test")
+    add_items(runtime.sessions, batch_id, [(i, Item(id=f"i{i}", output="a")) for i in range(n)])
+    return runtime
+
+
 def test_verdict_positions_come_from_memory_or_one_query(redis_url: str, tmp_path: Path) -> None:
     """A verdict's item position: remembered from an item this worker read, or, for items
     read long ago, all read in one query; an item that is not there is an UnknownBatchError."""
-    settings = settings_for(redis_url, f"sqlite:///{tmp_path / 'jury.db'}")
-    runtime = WorkerRuntime(settings, Recorder(), call=scripted_judge)
+    runtime = runtime_with_items(redis_url, tmp_path, "pos", 4)
     try:
-        config = BatchConfig.model_validate(
-            {"judges": [{"model": "openai/scripted"}], "dimensions": ["relevance"]}
-        )
-        create_batch(runtime.sessions, "pos", config, "test")
-        items = [(n, Item(id=f"i{n}", output="an answer")) for n in range(4)]
-        add_items(runtime.sessions, "pos", items)
         assert runtime.item("pos", "i2").id == "i2"  # read for a task: its position kept
         statements: list[str] = []
         engine = runtime.sessions.kw["bind"]
@@ -223,14 +228,8 @@ def test_a_claimed_callback_never_sent_is_healed_by_the_sweeper(
 def test_a_group_of_tasks_reads_its_items_in_one_query(redis_url: str, tmp_path: Path) -> None:
     """The items of a group of tasks the cache lacks are read in one query per batch, then
     served from the cache; one the batch lacks is still an UnknownBatchError when asked for."""
-    settings = settings_for(redis_url, f"sqlite:///{tmp_path / 'jury.db'}")
-    runtime = WorkerRuntime(settings, Recorder(), call=scripted_judge)
+    runtime = runtime_with_items(redis_url, tmp_path, "grp", 5)
     try:
-        config = BatchConfig.model_validate(
-            {"judges": [{"model": "openai/scripted"}], "dimensions": ["relevance"]}
-        )
-        create_batch(runtime.sessions, "grp", config, "test")
-        add_items(runtime.sessions, "grp", [(n, Item(id=f"i{n}", output="a")) for n in range(5)])
         assert runtime.item("grp", "i1").id == "i1"
         statements: list[str] = []
         engine = runtime.sessions.kw["bind"]
