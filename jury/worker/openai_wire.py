@@ -59,8 +59,11 @@ def wire_model(model: str) -> str:
     return f"{PROVIDER}/{model.removeprefix('openai/')}"
 
 
+@functools.lru_cache(maxsize=1024)
 def wire_price(model: str, prompt_tokens: int, completion_tokens: int) -> float | None:
-    """What LiteLLM's price map says `openai/<model>` costs for these tokens (None: unknown)."""
+    """What LiteLLM's price map says `openai/<model>` costs for these tokens (None: unknown).
+    Cached: the wire prices a reply for LiteLLM's logging, then llm_client asks the same for
+    jury's cost."""
     if _free(model):  # a local server jury registered at zero: LiteLLM's pricing, skipped
         return 0.0
     try:
@@ -111,13 +114,6 @@ def _session() -> aiohttp.ClientSession:
     return session
 
 
-async def close_sessions() -> None:
-    """Close this loop's session (a worker's loop at shutdown, a test's loop)."""
-    session = _SESSIONS.pop(asyncio.get_running_loop(), None)
-    if session is not None:
-        await session.close()
-
-
 async def _read_bounded(reply: aiohttp.ClientResponse) -> bytes:
     content = bytearray()
     async for chunk in reply.content.iter_any():
@@ -125,6 +121,11 @@ async def _read_bounded(reply: aiohttp.ClientResponse) -> bytes:
         if len(content) > MAX_REPLY_BYTES:
             raise ReplyTooLarge
     return bytes(content)
+
+
+def _shown(body: bytes) -> str:
+    """The start of a reply's body, as text, for an error message (at most ERROR_BODY_CHARS)."""
+    return body[: ERROR_BODY_CHARS * 4].decode("utf-8", errors="replace")[:ERROR_BODY_CHARS]
 
 
 def _kept_headers(headers: Any) -> dict[str, str]:
@@ -149,8 +150,7 @@ _ERROR_BY_STATUS: dict[int, Any] = {
 
 def _status_error(status: int, body: bytes, headers: dict[str, str], model: str) -> Exception:
     """LiteLLM's exception for an error status, as its OpenAI provider raises it."""
-    text = body[: ERROR_BODY_CHARS * 4].decode("utf-8", errors="replace")[:ERROR_BODY_CHARS]
-    message = f"HTTP {status} from the server: {text}"
+    message = f"HTTP {status} from the server: {_shown(body)}"
     common: dict[str, Any] = {"message": message, "model": model, "llm_provider": "openai"}
     response = httpx.Response(status, headers=headers, request=httpx.Request("POST", "http://-"))
     error: Any  # LiteLLM's exception classes, which mypy sees without the headers' attribute
@@ -265,8 +265,7 @@ class OpenAICompatibleWire(CustomLLM):
             data = json.loads(content)
         except (ValueError, RecursionError):  # RecursionError: deeper than Python parses
             raise llm_errors.BadGatewayError(
-                message="the server's reply is not JSON: "
-                + content[:ERROR_BODY_CHARS].decode("utf-8", errors="replace"),
+                message=f"the server's reply is not JSON: {_shown(content)}",
                 model=model,
                 llm_provider="openai",
             ) from None
