@@ -3,6 +3,7 @@ delivery, and kombu's bookkeeping still holds."""
 
 from __future__ import annotations
 
+import json
 import logging
 import secrets
 import threading
@@ -11,8 +12,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import pytest
 import redis
-from kombu import Connection
+from kombu import Connection, Queue
 from kombu.asynchronous import Hub
 from kombu.common import ignore_errors
 
@@ -100,12 +102,11 @@ def test_in_the_event_loop_an_ack_rides_with_the_next_delivery(redis_url: str) -
     try:
         with Connection(redis_url, transport=TRANSPORT_PATH) as connection:
             simple = connection.SimpleQueue(queue)
-            for n in range(4):
-                simple.put({"n": n})
             hub = Hub()
             connection.transport.register_with_event_loop(connection.connection, hub)
 
             def delivered() -> Any:
+                simple.put({"n": len(tags)})  # one at a time: none is taken with another
                 message = simple.get(timeout=5)
                 tags.append(message.delivery_tag)
                 assert raw.hexists("unacked", message.delivery_tag)
@@ -164,3 +165,123 @@ def test_an_ack_on_a_channel_closed_after_a_lost_connection_is_not_fatal(redis_u
         assert channel.connection is None
         errors = connection.connection_errors + connection.channel_errors
         message.ack_log_error(logging.getLogger("test"), errors)  # Celery's way: no raise
+
+
+@contextmanager
+def a_queue_of_its_own(redis_url: str, prefix: str = "") -> Iterator[tuple[str, redis.Redis]]:
+    """A queue name and a plain Redis client; the queue and its messages' traces in kombu's
+    `unacked` hash and index are removed after."""
+    queue = f"jury-transport-{secrets.token_hex(3)}"
+    raw = redis.Redis.from_url(redis_url)
+    unacked_before = set(raw.hkeys(prefix + "unacked"))
+    try:
+        yield queue, raw
+    finally:
+        for tag in set(raw.hkeys(prefix + "unacked")) - unacked_before:
+            if queue.encode() in (raw.hget(prefix + "unacked", tag) or b""):
+                raw.hdel(prefix + "unacked", tag)
+                raw.zrem(prefix + "unacked_index", tag)
+        raw.delete(prefix + queue)
+        raw.close()
+
+
+def test_a_delivery_takes_the_waiting_messages_each_recorded_as_kombu_records_one(
+    redis_url: str,
+) -> None:
+    """BRPOP's delivery takes as many more waiting messages as the prefetch count has room
+    for, in the same round trip, each in `unacked` as kombu writes it: kombu gives them back
+    as it gives back its own."""
+    with (
+        a_queue_of_its_own(redis_url) as (queue, raw),
+        Connection(redis_url, transport=TRANSPORT_PATH) as connection,
+    ):
+        simple = connection.SimpleQueue(queue)
+        for n in range(6):
+            simple.put({"n": n})
+        simple.consumer.qos(prefetch_count=4)
+        first = simple.get(timeout=5)
+        assert raw.llen(queue) == 2  # one by BRPOP, three taken: the prefetch count's room
+        messages = [first] + [simple.get(timeout=5) for _ in range(3)]
+        assert [message.payload["n"] for message in messages] == [0, 1, 2, 3]
+        for message in messages:
+            recorded = json.loads(raw.hget("unacked", message.delivery_tag))
+            delivery = message.delivery_info
+            assert recorded == [message._raw, delivery["exchange"], delivery["routing_key"]]
+            assert abs(raw.zscore("unacked_index", message.delivery_tag) - time.time()) < 60
+        simple.channel.qos.restore_unacked()  # as kombu does for a closing channel
+        assert raw.llen(queue) == 6
+        assert not any(raw.hexists("unacked", message.delivery_tag) for message in messages)
+
+
+def test_taking_keeps_the_brokers_global_key_prefix(redis_url: str) -> None:
+    prefix = f"jury-test-{secrets.token_hex(3)}:"
+    with a_queue_of_its_own(redis_url, prefix) as (queue, raw):
+        options = {"global_keyprefix": prefix}
+        with Connection(redis_url, transport=TRANSPORT_PATH, transport_options=options) as conn:
+            simple = conn.SimpleQueue(queue)
+            for n in range(3):
+                simple.put({"n": n})
+            messages = [simple.get(timeout=5) for _ in range(3)]
+            assert [message.payload["n"] for message in messages] == [0, 1, 2]
+            assert raw.llen(prefix + queue) == 0
+            for message in messages:
+                assert raw.hexists(prefix + "unacked", message.delivery_tag)
+                assert raw.zscore(prefix + "unacked_index", message.delivery_tag) is not None
+                assert not raw.hexists("unacked", message.delivery_tag)
+            assert not raw.exists(queue)
+        raw.delete(prefix + "unacked", prefix + "unacked_index")
+
+
+def test_a_message_without_a_delivery_tag_stops_the_taking_and_stays_first(
+    redis_url: str,
+) -> None:
+    """Garbage on a queue is not taken: it stays where it was, first in line, for kombu's own
+    delivery to deal with as before; the good message ahead of it is delivered."""
+    with (
+        a_queue_of_its_own(redis_url) as (queue, raw),
+        Connection(redis_url, transport=TRANSPORT_PATH) as connection,
+    ):
+        simple = connection.SimpleQueue(queue)
+        simple.put({"n": 0})
+        raw.lpush(queue, b'{"properties": "not a message"}')
+        simple.put({"n": 1})
+        assert simple.get(timeout=5).payload == {"n": 0}
+        assert raw.llen(queue) == 2
+        assert raw.lindex(queue, -1) == b'{"properties": "not a message"}'
+
+
+def test_taken_messages_not_yet_delivered_go_back_when_a_delivery_fails(redis_url: str) -> None:
+    """A consumer's callback that raises stops the delivery of the taken messages after it:
+    they go back to the head of their queue, in order, and leave `unacked`."""
+    with (
+        a_queue_of_its_own(redis_url) as (queue, raw),
+        Connection(redis_url, transport=TRANSPORT_PATH) as connection,
+    ):
+        simple = connection.SimpleQueue(queue)
+        for n in range(4):
+            simple.put({"n": n})
+        simple.close()
+        seen: list[int] = []
+
+        def fail_on_the_second(body: dict[str, int], message: Any) -> None:
+            seen.append(body["n"])
+            if body["n"] == 1:
+                raise RuntimeError("the consumer failed")
+
+        channel = connection.channel()
+        with (
+            connection.Consumer([Queue(queue)], channel, callbacks=[fail_on_the_second]),
+            pytest.raises(RuntimeError, match="the consumer failed"),
+        ):
+            connection.drain_events(timeout=5)
+        assert seen == [0, 1]
+        left = [channel.decode_body(*_body_of(item)) for item in raw.lrange(queue, 0, -1)]
+        assert left == [b'{"n": 3}', b'{"n": 2}']  # 2 is next, as before the taking
+        for item in raw.lrange(queue, 0, -1):
+            assert not raw.hexists("unacked", json.loads(item)["properties"]["delivery_tag"])
+        channel.close()
+
+
+def _body_of(item: bytes) -> tuple[str, str]:
+    payload = json.loads(item)
+    return payload["body"], payload["properties"]["body_encoding"]
