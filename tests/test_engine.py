@@ -23,7 +23,7 @@ from jury.store.repository import batch_status
 from jury.store.samples import list_samples
 from jury.worker.gating import rate_key
 from jury.worker.ratelimit_redis import model_keys
-from tests.conftest import WorkerStarter, settings_for
+from tests.conftest import WorkerStarter, settings_for, stop_workers
 from tests.test_faults import assert_exactly_once
 from tests.test_pipeline import ITEMS, write_batch
 
@@ -44,7 +44,7 @@ def test_waiting_for_an_in_flight_slot_is_not_failing(
     workers: every sample is judged, none fails for having waited, the server never sees two
     calls at once, and the tasks that wait are parked in the model's line, not held."""
     settings = settings_for(redis_url, f"sqlite:///{tmp_path / 'jury.db'}")
-    start_workers(settings, count=2)
+    workers = start_workers(settings, count=2)
     model = f"openai/balanced@line{secrets.token_hex(3)}"
     judge = {"model": model, "n": 2, "max_in_flight": 1, "timeout_s": 5}
     batch = write_batch(tmp_path, slow_simulator, [judge], cache=False)
@@ -67,6 +67,13 @@ def test_waiting_for_an_in_flight_slot_is_not_failing(
     stats = simulator_stats(slow_simulator)
     assert stats["max_in_flight_per_model"][model.removeprefix("openai/")] == 1
     assert max(waiting) >= 5, "the waiting tasks were parked in the model's line"
+    # Stopped as a user stops one (SIGTERM: a warm shutdown), a worker that called a judge
+    # closes its HTTP connections: its log ends without a traceback.
+    stop_workers(workers)
+    for worker in workers:
+        log = worker.log_tail(80)
+        assert "Warm shutdown" in log and worker.process.returncode == 0, log
+        assert "Traceback" not in log and "Unclosed" not in log, log
 
 
 def test_a_slow_task_stays_with_its_worker(

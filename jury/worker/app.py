@@ -61,6 +61,9 @@ def create_worker_app(settings: Settings) -> Celery:
 
     def stop_housekeeping(**_: object) -> None:
         housekeeper.stop()
+        with lock:
+            if holder:
+                holder[0].close()
 
     worker_ready.connect(start_housekeeping, weak=False)
     worker_shutdown.connect(stop_housekeeping, weak=False)

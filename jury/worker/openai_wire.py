@@ -114,6 +114,14 @@ def _session() -> aiohttp.ClientSession:
     return session
 
 
+async def close_session() -> None:
+    """Close this event loop's session, if it has one. Left to the garbage collector, an open
+    session logs "Unclosed client session" with a traceback when the process exits."""
+    session = _SESSIONS.pop(asyncio.get_running_loop(), None)
+    if session is not None and not session.closed:
+        await session.close()
+
+
 async def _read_bounded(reply: aiohttp.ClientResponse) -> bytes:
     content = bytearray()
     async for chunk in reply.content.iter_any():

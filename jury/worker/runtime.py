@@ -38,6 +38,7 @@ from jury.worker.gating import GatedCall, never
 from jury.worker.grouping import Grouped
 from jury.worker.judging import CallJudge, RetryPolicy
 from jury.worker.loop import EventLoopThread
+from jury.worker.openai_wire import close_session
 from jury.worker.queues import TaskQueues
 from jury.worker.ratelimit_redis import RedisRateLimiter
 
@@ -47,6 +48,8 @@ T = TypeVar("T")
 # Items are read once per worker, not once per sample: N samples × J judges × D dimensions
 # of one item usually land on the same few workers close together in time.
 ITEM_CACHE_SIZE = 256
+# How long a closing worker waits for its HTTP connections to close.
+CLOSE_TIMEOUT_S = 5.0
 # Item positions remembered (two ids and an int each): a verdict's sort key.
 POSITIONS_KEPT = 100_000
 CONFIG_CACHE_SIZE = 64
@@ -265,5 +268,9 @@ class WorkerRuntime:
         self.queues.publish([(ref, lanes[ref.judge]) for ref in refs])
 
     def close(self) -> None:
+        try:
+            self.loop.submit(close_session()).result(CLOSE_TIMEOUT_S)
+        except Exception as exc:  # a stuck or stopped loop: the process is ending anyway
+            log.debug("could not close the HTTP session: %s", exc)
         self.loop.stop()
         self.store_threads.shutdown(wait=False, cancel_futures=True)
