@@ -168,14 +168,19 @@ def test_an_ack_on_a_channel_closed_after_a_lost_connection_is_not_fatal(redis_u
 
 
 @contextmanager
-def a_queue_of_its_own(redis_url: str, prefix: str = "") -> Iterator[tuple[str, redis.Redis]]:
-    """A queue name and a plain Redis client; the queue and its messages' traces in kombu's
-    `unacked` hash and index are removed after."""
+def a_queue_of_its_own(
+    redis_url: str, prefix: str = ""
+) -> Iterator[tuple[str, redis.Redis, Connection]]:
+    """A queue name, a plain Redis client and a connection through our transport (under the
+    broker key prefix `prefix`); the queue and its messages' traces in kombu's `unacked` hash
+    and index are removed after."""
     queue = f"jury-transport-{secrets.token_hex(3)}"
     raw = redis.Redis.from_url(redis_url)
     unacked_before = set(raw.hkeys(prefix + "unacked"))
+    options = {"global_keyprefix": prefix} if prefix else {}
     try:
-        yield queue, raw
+        with Connection(redis_url, transport=TRANSPORT_PATH, transport_options=options) as conn:
+            yield queue, raw, conn
     finally:
         for tag in set(raw.hkeys(prefix + "unacked")) - unacked_before:
             if queue.encode() in (raw.hget(prefix + "unacked", tag) or b""):
@@ -185,19 +190,22 @@ def a_queue_of_its_own(redis_url: str, prefix: str = "") -> Iterator[tuple[str, 
         raw.close()
 
 
+def put(connection: Connection, queue: str, payloads: list[dict[str, Any]]) -> Any:
+    """Put `payloads` on `queue` in order; returns the SimpleQueue, open."""
+    simple = connection.SimpleQueue(queue)
+    for payload in payloads:
+        simple.put(payload)
+    return simple
+
+
 def test_a_delivery_takes_the_waiting_messages_each_recorded_as_kombu_records_one(
     redis_url: str,
 ) -> None:
     """BRPOP's delivery takes as many more waiting messages as the prefetch count has room
     for, in the same round trip, each in `unacked` as kombu writes it: kombu gives them back
     as it gives back its own."""
-    with (
-        a_queue_of_its_own(redis_url) as (queue, raw),
-        Connection(redis_url, transport=TRANSPORT_PATH) as connection,
-    ):
-        simple = connection.SimpleQueue(queue)
-        for n in range(6):
-            simple.put({"n": n})
+    with a_queue_of_its_own(redis_url) as (queue, raw, connection):
+        simple = put(connection, queue, [{"n": n} for n in range(6)])
         simple.consumer.qos(prefetch_count=4)
         first = simple.get(timeout=5)
         assert raw.llen(queue) == 2  # one by BRPOP, three taken: the prefetch count's room
@@ -215,21 +223,17 @@ def test_a_delivery_takes_the_waiting_messages_each_recorded_as_kombu_records_on
 
 def test_taking_keeps_the_brokers_global_key_prefix(redis_url: str) -> None:
     prefix = f"jury-test-{secrets.token_hex(3)}:"
-    with a_queue_of_its_own(redis_url, prefix) as (queue, raw):
-        options = {"global_keyprefix": prefix}
-        with Connection(redis_url, transport=TRANSPORT_PATH, transport_options=options) as conn:
-            simple = conn.SimpleQueue(queue)
-            for n in range(3):
-                simple.put({"n": n})
-            messages = [simple.get(timeout=5) for _ in range(3)]
-            assert [message.payload["n"] for message in messages] == [0, 1, 2]
-            assert raw.llen(prefix + queue) == 0
-            for message in messages:
-                assert raw.hexists(prefix + "unacked", message.delivery_tag)
-                assert raw.zscore(prefix + "unacked_index", message.delivery_tag) is not None
-                assert not raw.hexists("unacked", message.delivery_tag)
-            assert not raw.exists(queue)
-        raw.delete(prefix + "unacked", prefix + "unacked_index")
+    with a_queue_of_its_own(redis_url, prefix) as (queue, raw, connection):
+        simple = put(connection, queue, [{"n": n} for n in range(3)])
+        messages = [simple.get(timeout=5) for _ in range(3)]
+        assert [message.payload["n"] for message in messages] == [0, 1, 2]
+        assert raw.llen(prefix + queue) == 0
+        for message in messages:
+            assert raw.hexists(prefix + "unacked", message.delivery_tag)
+            assert raw.zscore(prefix + "unacked_index", message.delivery_tag) is not None
+            assert not raw.hexists("unacked", message.delivery_tag)
+        assert not raw.exists(queue)
+    raw.delete(prefix + "unacked", prefix + "unacked_index")
 
 
 def test_a_message_without_a_delivery_tag_stops_the_taking_and_stays_first(
@@ -237,12 +241,8 @@ def test_a_message_without_a_delivery_tag_stops_the_taking_and_stays_first(
 ) -> None:
     """Garbage on a queue is not taken: it stays where it was, first in line, for kombu's own
     delivery to deal with as before; the good message ahead of it is delivered."""
-    with (
-        a_queue_of_its_own(redis_url) as (queue, raw),
-        Connection(redis_url, transport=TRANSPORT_PATH) as connection,
-    ):
-        simple = connection.SimpleQueue(queue)
-        simple.put({"n": 0})
+    with a_queue_of_its_own(redis_url) as (queue, raw, connection):
+        simple = put(connection, queue, [{"n": 0}])
         raw.lpush(queue, b'{"properties": "not a message"}')
         simple.put({"n": 1})
         assert simple.get(timeout=5).payload == {"n": 0}
@@ -253,14 +253,8 @@ def test_a_message_without_a_delivery_tag_stops_the_taking_and_stays_first(
 def test_taken_messages_not_yet_delivered_go_back_when_a_delivery_fails(redis_url: str) -> None:
     """A consumer's callback that raises stops the delivery of the taken messages after it:
     they go back to the head of their queue, in order, and leave `unacked`."""
-    with (
-        a_queue_of_its_own(redis_url) as (queue, raw),
-        Connection(redis_url, transport=TRANSPORT_PATH) as connection,
-    ):
-        simple = connection.SimpleQueue(queue)
-        for n in range(4):
-            simple.put({"n": n})
-        simple.close()
+    with a_queue_of_its_own(redis_url) as (queue, raw, connection):
+        put(connection, queue, [{"n": n} for n in range(4)]).close()
         seen: list[int] = []
 
         def fail_on_the_second(body: dict[str, int], message: Any) -> None:
@@ -285,3 +279,26 @@ def test_taken_messages_not_yet_delivered_go_back_when_a_delivery_fails(redis_ur
 def _body_of(item: bytes) -> tuple[str, str]:
     payload = json.loads(item)
     return payload["body"], payload["properties"]["body_encoding"]
+
+
+def test_taking_turns_between_queues_as_kombus_brpop_does(redis_url: str) -> None:
+    """A worker consumes several queues (a deployment's lanes, one per judge, so that a slow
+    judge cannot hold up a fast one): the messages taken come from each queue in turn."""
+    with (
+        a_queue_of_its_own(redis_url) as (first, raw, connection),
+        a_queue_of_its_own(redis_url) as (second, _, _),
+    ):
+        channel = connection.channel()
+        for queue in (first, second):
+            put(connection, queue, [{"queue": queue, "n": n} for n in range(4)]).close()
+        seen: list[tuple[str, int]] = []
+
+        def record(body: dict[str, Any], message: Any) -> None:
+            seen.append((body["queue"], body["n"]))
+
+        queues = [Queue(first), Queue(second)]
+        with connection.Consumer(queues, channel, callbacks=[record], prefetch_count=5):
+            connection.drain_events(timeout=5)  # one BRPOP, and what its delivery took
+        assert seen == [(first, 0), (second, 0), (first, 1), (second, 1), (first, 2)]
+        assert raw.llen(first) == 1 and raw.llen(second) == 2
+        channel.close()

@@ -57,31 +57,43 @@ ACK_DELAY_S = 0.05
 # The most messages one BRPOP's bookkeeping takes besides the one BRPOP returned.
 BATCH_TAKE_MAX = 64
 
-# Pop up to ARGV[1] messages from KEYS[3..] in that order and record each in kombu's
-# `unacked` hash (KEYS[1]) and index (KEYS[2], score ARGV[2]) as `QoS.append` does: the value
-# is kombu's `[payload, exchange, routing_key]`, the payload's JSON kept as it was sent.
-# Returns {key number, payload, ...}. A message without a delivery tag goes back where it
-# was, first in line, for kombu's own delivery to deal with, and the taking stops.
+# Pop up to ARGV[1] messages from the queue lists KEYS[3..], in turn, one from each list of a
+# priority level (ARGV[3] lists to a level, the levels in priority order) as kombu's BRPOP
+# turns between queues, and record each in kombu's `unacked` hash (KEYS[1]) and index
+# (KEYS[2], score ARGV[2]) as `QoS.append` does: the value is kombu's `[payload, exchange,
+# routing_key]`, the payload's JSON kept as it was sent. Returns {key number, payload, ...}.
+# A message without a delivery tag goes back where it was, first in line, for kombu's own
+# delivery to deal with, and the taking stops.
 _LUA_TAKE = """
-local want = tonumber(ARGV[1])
-local taken = {}
-for i = 3, #KEYS do
-  while #taken < want * 2 do
-    local item = redis.call('RPOP', KEYS[i])
-    if not item then break end
-    local ok, message = pcall(cjson.decode, item)
-    local props = ok and type(message) == 'table' and message['properties']
-    local tag = type(props) == 'table' and props['delivery_tag']
-    local info = type(props) == 'table' and props['delivery_info']
-    if type(tag) ~= 'string' or type(info) ~= 'table' then
-      redis.call('RPUSH', KEYS[i], item)
-      return taken
+local want, per_level = tonumber(ARGV[1]), tonumber(ARGV[3])
+local taken, count = {}, 0
+for first = 3, #KEYS, per_level do
+  local live = {}
+  for i = first, first + per_level - 1 do live[#live + 1] = i end
+  while count < want and #live > 0 do
+    local still = {}
+    for _, i in ipairs(live) do
+      if count >= want then break end
+      local item = redis.call('RPOP', KEYS[i])
+      if item then
+        local ok, message = pcall(cjson.decode, item)
+        local props = ok and type(message) == 'table' and message['properties']
+        local tag = type(props) == 'table' and props['delivery_tag']
+        local info = type(props) == 'table' and props['delivery_info']
+        if type(tag) ~= 'string' or type(info) ~= 'table' then
+          redis.call('RPUSH', KEYS[i], item)
+          return taken
+        end
+        redis.call('ZADD', KEYS[2], ARGV[2], tag)
+        redis.call('HSET', KEYS[1], tag, '[' .. item .. ',' .. cjson.encode(info['exchange'])
+          .. ',' .. cjson.encode(info['routing_key']) .. ']')
+        taken[#taken + 1] = i - 2
+        taken[#taken + 1] = item
+        count = count + 1
+        still[#still + 1] = i
+      end
     end
-    redis.call('ZADD', KEYS[2], ARGV[2], tag)
-    redis.call('HSET', KEYS[1], tag, '[' .. item .. ',' .. cjson.encode(info['exchange'])
-      .. ',' .. cjson.encode(info['routing_key']) .. ']')
-    taken[#taken + 1] = i - 2
-    taken[#taken + 1] = item
+    live = still
   end
 end
 return taken
@@ -131,12 +143,12 @@ class QoS(kombu_redis.QoS):
                 pipe.zadd(self.unacked_index_key, {delivery_tag: now})
                 pipe.hset(self.unacked_key, delivery_tag, unacked)
                 if take is not None:
-                    count, queues, keys = take
+                    count, queues, keys, per_level = take
                     prefix = self.channel.global_keyprefix
                     # EVAL, which kombu's prefixing client leaves as it is: every key is
                     # prefixed here (kombu 5.7.0 prefixes only the first key of an EVALSHA).
                     unacked_keys = [prefix + self.unacked_key, prefix + self.unacked_index_key]
-                    pipe.eval(_LUA_TAKE, 2 + len(keys), *unacked_keys, *keys, count, now)
+                    pipe.eval(_LUA_TAKE, 2 + len(keys), *unacked_keys, *keys, count, now, per_level)
                 replies = pipe.execute()
         except BaseException:
             self._pending_acks[:0] = acks
@@ -203,10 +215,11 @@ class Channel(kombu_redis.Channel):
                 raise
         return delivered
 
-    def take_request(self, room: int | None) -> tuple[int, list[str], list[str]] | None:
+    def take_request(self, room: int | None) -> tuple[int, list[str], list[str], int] | None:
         """What the bookkeeping of a delivery by BRPOP may take besides: (how many, each
-        key's queue, the keys, prefixed, in BRPOP's order); None for any other delivery, or
-        when `room` (the prefetch count's, before this delivery; None: unlimited) is full."""
+        key's queue, the keys, prefixed, in BRPOP's order, the queues to a priority level);
+        None for any other delivery, or when `room` (the prefetch count's, before this
+        delivery; None: unlimited) is full."""
         if self._brpop_reader != threading.get_ident():
             return None
         count = BATCH_TAKE_MAX if room is None else min(BATCH_TAKE_MAX, room - 1)
@@ -217,7 +230,7 @@ class Channel(kombu_redis.Channel):
             (queue, self._q_for_pri(queue, pri)) for pri in self.priority_steps for queue in queues
         ]
         keys = [self.global_keyprefix + key for _, key in pairs]
-        return count, [queue for queue, _ in pairs], keys
+        return count, [queue for queue, _ in pairs], keys, len(queues)
 
     def hold_taken(self, queues: list[str], reply: list[Any]) -> None:
         """Keep the messages `_LUA_TAKE` returned, to deliver after BRPOP's own."""
