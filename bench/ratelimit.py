@@ -23,6 +23,7 @@ import asyncio
 import json
 import os
 import random
+import re
 import subprocess
 import sys
 import tempfile
@@ -171,10 +172,13 @@ def run_jury(folder: Path, workers: int, args: argparse.Namespace) -> dict[str, 
                     SampleRow.batch_id == batch_id
                 )
             )
-        deferrals = sum(w.log_tail(10**7).count("parking the task") for w in stack.workers)
+        logs = [w.log_tail(10**7) for w in stack.workers]
+        deferrals = sum(log.count("parking the task") for log in logs)
         row = _row(label, makespan, items, n, stats, int(retries or 0), deferrals)
         started_at = _start_and_end(stats, provider_clock, makespan)
-        return {**row, "submit_s": round(submitted_s, 2), **started_at}
+        # How the judge tasks were shared out (Celery logs each one that ran to its end).
+        ran = [len(re.findall(r"judge_sample\[[^]]*\] succeeded", log)) for log in logs]
+        return {**row, "submit_s": round(submitted_s, 2), **started_at, "tasks_per_worker": ran}
 
 
 def _start_and_end(stats: dict[str, Any], submitted: float, makespan: float) -> dict[str, float]:
