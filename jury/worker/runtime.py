@@ -11,6 +11,7 @@ import concurrent.futures
 import functools
 import gc
 import logging
+import sys
 import threading
 import time
 from collections import OrderedDict
@@ -38,7 +39,6 @@ from jury.worker.gating import GatedCall, never
 from jury.worker.grouping import Grouped
 from jury.worker.judging import CallJudge, RetryPolicy
 from jury.worker.loop import EventLoopThread
-from jury.worker.openai_wire import close_session
 from jury.worker.queues import TaskQueues
 from jury.worker.ratelimit_redis import RedisRateLimiter
 
@@ -268,9 +268,13 @@ class WorkerRuntime:
         self.queues.publish([(ref, lanes[ref.judge]) for ref in refs])
 
     def close(self) -> None:
-        try:
-            self.loop.submit(close_session()).result(CLOSE_TIMEOUT_S)
-        except Exception as exc:  # a stuck or stopped loop: the process is ending anyway
-            log.debug("could not close the HTTP session: %s", exc)
+        # The HTTP session of jury's client, if a call made one (not imported otherwise: it
+        # imports LiteLLM, which a runtime with a call of its own never needs).
+        wire = sys.modules.get("jury.worker.openai_wire")
+        if wire is not None:
+            try:
+                self.loop.submit(wire.close_session()).result(CLOSE_TIMEOUT_S)
+            except Exception as exc:  # a stuck or stopped loop: the process is ending anyway
+                log.debug("could not close the HTTP session: %s", exc)
         self.loop.stop()
         self.store_threads.shutdown(wait=False, cancel_futures=True)
