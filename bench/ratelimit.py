@@ -114,8 +114,19 @@ def model_figures(stats: dict[str, Any], makespan: float) -> dict[str, dict[str,
                 / (rpm / 60 * FIRST_SECONDS),
                 3,
             ),
+            **_leanest_second(stats.get("answered_per_s", {}).get(model, []), rpm),
         }
     return figures
+
+
+def _leanest_second(per_second: list[int], rpm: int) -> dict[str, float]:
+    """The fewest answers in one whole second between the model's first and last (a stall
+    shows as one lean second; a pace a little slow, as none), as a share of its quota."""
+    inner = per_second[1:-1]
+    if not inner:
+        return {}
+    fewest = min(inner)
+    return {"leanest_second": round(fewest / (rpm / 60), 2), "at_s": 1 + inner.index(fewest)}
 
 
 def as_a_remote_provider(simulator: ManagedProcess) -> None:
@@ -293,6 +304,7 @@ def print_table(rows: list[dict[str, Any]]) -> None:
         (f"use 1st {FIRST_SECONDS} s {model}", _model_figure(model, "use_first_seconds"))
         for model in MODELS
     ]
+    lines += [(f"leanest 1 s {model}", _model_figure(model, "leanest_second")) for model in MODELS]
     print_runs(rows, "run", lines, label_width=22)
 
 

@@ -1,7 +1,9 @@
-"""bench/throughput's pairing: each jury run against the baseline run of its round."""
+"""bench/throughput's pairing: each jury run against the baseline run of its round; and
+bench/ratelimit's leanest second."""
 
 from __future__ import annotations
 
+from bench.ratelimit import _leanest_second
 from bench.throughput import AFTER_ITS_IMPORTS, pair_ratios
 
 
@@ -27,3 +29,13 @@ def test_each_jury_run_is_paired_with_the_baseline_after_it() -> None:
         {"cpu_ratio": 1.2, "cpu_ratio_after_imports": 2.4, "speed_ratio": 2.0},
         {"cpu_ratio": 1.0, "cpu_ratio_after_imports": 2.0, "speed_ratio": 0.5},
     ]
+
+
+def test_the_leanest_second_of_a_rate_limit_run_shows_a_stall() -> None:
+    """bench/ratelimit: a model answered at its quota but for one stalled second shows that
+    second; its first and last seconds (partial) do not count."""
+    assert _leanest_second([3, 20, 20, 9, 20, 20, 4], rpm=1200) == {
+        "leanest_second": 0.45,
+        "at_s": 3,
+    }
+    assert _leanest_second([20, 20], rpm=1200) == {}
