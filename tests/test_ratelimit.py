@@ -278,6 +278,29 @@ def test_a_spent_window_pauses_the_model_until_its_reset(limiter: RateLimiter) -
     assert permit.outcome == COOLING and 0 < permit.wait_s <= 0.4
 
 
+def test_a_window_spent_an_answer_ago_is_counted_from_the_send(limiter: RateLimiter) -> None:
+    """The provider counted its window when it took the call: an answer that took 500 ms
+    says the window resets 400 ms after the send, so it has reset already and nothing
+    pauses; one that took 100 ms leaves 300 ms of pause."""
+    judge = Judge(model="openai/y", rpm=1200)
+    key = rate_key(judge)
+
+    async def no_sleep(seconds: float) -> None:
+        return None
+
+    def answering_in(latency_ms: float) -> GatedCall:
+        async def answer(judge: Judge, messages: list[dict[str, str]]) -> SpentReply:
+            return SpentReply(latency_ms=latency_ms)
+
+        return GatedCall(answer, limiter, HORIZON, sleep=no_sleep)
+
+    asyncio.run(answering_in(500)(judge, [{"role": "user", "content": "x"}]))
+    assert limiter.reserve(key, Limits(rpm=1200), 1, "after-slow").outcome != COOLING
+    asyncio.run(answering_in(100)(judge, [{"role": "user", "content": "x"}]))
+    permit = limiter.reserve(key, Limits(rpm=1200), 1, "after-quick")
+    assert permit.outcome == COOLING and 0.2 < permit.wait_s <= 0.3
+
+
 def test_openai_durations_are_read() -> None:
     headers = {
         "llm_provider-x-ratelimit-reset-requests": "6m0s",

@@ -161,4 +161,10 @@ class GatedCall:
         remaining = getattr(reply, "remaining_requests", None)
         reset = getattr(reply, "reset_requests_s", None)
         if remaining == 0 and reset:
-            self.limiter.cool_down(key, min(reset, MAX_HEADER_PAUSE_S))
+            # The provider counted its window when it took the call, an answer ago (the
+            # latency runs from the send): that much of the reset is spent. Counted from the
+            # answer instead, a 400 ms call against a one-second window paused the model
+            # 150-250 ms past its reset at nearly every answer (bench/ratelimit, 300 rpm).
+            left = reset - reply.latency_ms / 1000
+            if left > 0:
+                self.limiter.cool_down(key, min(left, MAX_HEADER_PAUSE_S))
