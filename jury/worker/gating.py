@@ -163,8 +163,8 @@ class GatedCall:
         if remaining == 0 and reset:
             # The provider counted its window when it took the call, an answer ago (the
             # latency runs from the send): that much of the reset is spent. Counted from the
-            # answer instead, a 400 ms call against a one-second window paused the model
-            # 150-250 ms past its reset at nearly every answer (bench/ratelimit, 300 rpm).
+            # answer instead, each pause (150-250 ms, a 300 rpm model's 400 ms calls against
+            # a one-second window, bench/ratelimit) began after the window had reset.
             left = reset - reply.latency_ms / 1000
             if left > 0:
                 self.limiter.cool_down(key, min(left, MAX_HEADER_PAUSE_S))
