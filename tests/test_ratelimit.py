@@ -37,6 +37,7 @@ from jury.worker.ratelimit import (
     MIN_PACE,
     Limits,
     MemoryRateLimiter,
+    Permit,
     RateLimiter,
 )
 from jury.worker.ratelimit_redis import RedisRateLimiter, model_keys
@@ -282,22 +283,23 @@ def test_a_window_spent_an_answer_ago_is_counted_from_the_send(limiter: RateLimi
     """The provider counted its window when it took the call: an answer that took 500 ms
     says the window resets 400 ms after the send, so it has reset already and nothing
     pauses; one that took 100 ms leaves 300 ms of pause."""
-    judge = Judge(model="openai/y", rpm=1200)
-    key = rate_key(judge)
 
     async def no_sleep(seconds: float) -> None:
         return None
 
-    def answering_in(latency_ms: float) -> GatedCall:
+    def answered_in(latency_ms: float) -> Permit:
+        """The next reservation after one call to a model of its own answered so."""
+        judge = Judge(model=f"openai/answered-in-{latency_ms:.0f}", rpm=1200)
+
         async def answer(judge: Judge, messages: list[dict[str, str]]) -> SpentReply:
             return SpentReply(latency_ms=latency_ms)
 
-        return GatedCall(answer, limiter, HORIZON, sleep=no_sleep)
+        gated = GatedCall(answer, limiter, HORIZON, sleep=no_sleep)
+        asyncio.run(gated(judge, [{"role": "user", "content": "x"}]))
+        return limiter.reserve(rate_key(judge), Limits(rpm=1200), 1, "next")
 
-    asyncio.run(answering_in(500)(judge, [{"role": "user", "content": "x"}]))
-    assert limiter.reserve(key, Limits(rpm=1200), 1, "after-slow").outcome != COOLING
-    asyncio.run(answering_in(100)(judge, [{"role": "user", "content": "x"}]))
-    permit = limiter.reserve(key, Limits(rpm=1200), 1, "after-quick")
+    assert answered_in(500).outcome != COOLING
+    permit = answered_in(100)
     assert permit.outcome == COOLING and 0.2 < permit.wait_s <= 0.3
 
 
