@@ -200,19 +200,16 @@ class Channel(kombu_redis.Channel):
         bookkeeping took (`QoS.append`), each delivered as kombu delivers one."""
         self._brpop_reader = threading.get_ident()
         try:
-            delivered = super()._brpop_read(**options)
-        except BaseException:
-            self._give_back_taken()
-            raise
-        finally:
-            self._brpop_reader = None
-        while self._taken:
-            queue, payload = self._taken.popleft()
             try:
+                delivered = super()._brpop_read(**options)
+            finally:
+                self._brpop_reader = None
+            while self._taken:
+                queue, payload = self._taken.popleft()
                 self.connection._deliver(payload, queue)
-            except BaseException:
-                self._give_back_taken()
-                raise
+        except BaseException:
+            self._give_back_taken()  # those not delivered yet, from either step
+            raise
         return delivered
 
     def take_request(self, room: int | None) -> tuple[int, list[str], list[str], int] | None:
