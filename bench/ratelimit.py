@@ -28,6 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.parse
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
@@ -36,6 +37,13 @@ from typing import Any
 import psutil
 from sqlalchemy import func, select
 
+from bench.arrivals import (
+    fetch_arrivals,
+    largest_gap_figure,
+    longest_silence_figure,
+    watching_ports,
+    where_quota_went,
+)
 from bench.asyncio_baseline import plain_call
 from bench.common import figure, local_stack, print_runs, simulator_stats
 from jury.producer.loading import load_batch
@@ -167,7 +175,8 @@ def run_jury(folder: Path, workers: int, args: argparse.Namespace) -> dict[str, 
         sessions = session_factory(stack.settings.database_url)
         batch = write_batch(folder / label, stack.simulator.url, items, n)
         as_a_remote_provider(stack.simulator)
-        with cpu_hog(args.hog):
+        provider_port = urllib.parse.urlsplit(stack.simulator.url).port or 80
+        with cpu_hog(args.hog), watching_ports(stack.workers, provider_port) as owners:
             provider_clock = simulator_stats(stack.simulator)["uptime_s"]
             started = time.monotonic()
             batch_id = submit_batch(load_batch(batch), sessions, stack.app)
@@ -177,6 +186,7 @@ def run_jury(folder: Path, workers: int, args: argparse.Namespace) -> dict[str, 
             )
             makespan = time.monotonic() - started
         stats = simulator_stats(stack.simulator)
+        lost = where_quota_went(fetch_arrivals(stack.simulator), owners, workers)
         with sessions() as session:
             retries = session.scalar(
                 select(func.coalesce(func.sum(SampleRow.attempts - 1), 0)).where(
@@ -189,7 +199,13 @@ def run_jury(folder: Path, workers: int, args: argparse.Namespace) -> dict[str, 
         started_at = _start_and_end(stats, provider_clock, makespan)
         # How the judge tasks were shared out (Celery logs each one that ran to its end).
         ran = [len(re.findall(r"judge_sample\[[^]]*\] succeeded", log)) for log in logs]
-        return {**row, "submit_s": round(submitted_s, 2), **started_at, "tasks_per_worker": ran}
+        return {
+            **row,
+            "submit_s": round(submitted_s, 2),
+            **started_at,
+            "tasks_per_worker": ran,
+            "quota_lost": lost,
+        }
 
 
 def _start_and_end(stats: dict[str, Any], submitted: float, makespan: float) -> dict[str, float]:
@@ -305,6 +321,8 @@ def print_table(rows: list[dict[str, Any]]) -> None:
         for model in MODELS
     ]
     lines += [(f"leanest 1 s {model}", _model_figure(model, "leanest_second")) for model in MODELS]
+    lines += [(f"largest gap {model}", largest_gap_figure(model)) for model in MODELS]
+    lines += [("longest worker silence", longest_silence_figure)]
     print_runs(rows, "run", lines, label_width=22)
 
 

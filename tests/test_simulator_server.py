@@ -182,6 +182,11 @@ def test_rpm_limit_answers_429_with_retry_after(server: str) -> None:
     assert 1 <= int(refused.headers["Retry-After"]) <= 60
     assert refused.body["error"]["type"] == "rate_limit_error"
     assert judge(server, "balanced@other").status == 200  # Other models keep their quota.
+    # Each arrival at the limited model is kept with its decision and the client's port.
+    arrivals = request(f"{server}/stats/arrivals").body
+    assert [admitted for _at, admitted, _port in arrivals["balanced@rl"]] == [1, 1, 1, 0]
+    assert all(port > 0 for _at, _admitted, port in arrivals["balanced@rl"])
+    assert "balanced@other" not in arrivals  # not limited: not recorded
 
 
 def test_rpm_limit_is_exact_under_concurrency(server: str) -> None:

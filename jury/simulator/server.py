@@ -146,6 +146,8 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     limit = config.rpm_for(model, persona.name)
     window_limit = max(1, round(limit * config.rate_window_s / 60)) if limit else 0
     decision = state.limiter.check(model, window_limit)
+    if window_limit:
+        state.stats.record_arrival(model, decision.allowed, _client_port(request))
     if not decision.allowed:
         message = f"Rate limit of {limit} requests per minute reached for '{model}'."
         refused = {
@@ -256,6 +258,16 @@ async def get_stats(request: web.Request) -> web.Response:
     return web.json_response({**stats, "batch_api": batch_stats(request.app[BATCHES_KEY])})
 
 
+async def get_arrivals(request: web.Request) -> web.Response:
+    """Each request's arrival at a rate-limited model (AnswerStats.record_arrival)."""
+    return web.json_response(request.app[STATE_KEY].stats.arrivals())
+
+
+def _client_port(request: web.Request) -> int:
+    peer = request.transport.get_extra_info("peername") if request.transport else None
+    return int(peer[1]) if isinstance(peer, tuple) and len(peer) > 1 else 0
+
+
 async def reset_stats(request: web.Request) -> web.Response:
     request.app[STATE_KEY].stats.reset()
     return web.json_response({"ok": True})
@@ -296,6 +308,7 @@ def create_app(config: SimulatorConfig) -> web.Application:
         app.router.add_post(path, chat_completions)
     app.router.add_get("/v1/models", list_models)
     app.router.add_get("/stats", get_stats)
+    app.router.add_get("/stats/arrivals", get_arrivals)
     app.router.add_post("/stats/reset", reset_stats)
     app.router.add_get("/health", health)
     add_batch_routes(app, config)

@@ -14,6 +14,9 @@ TIMEOUT = "timeout"
 
 # Seconds of 200s counted per model, from its first one.
 SECONDS_COUNTED = 600
+# Arrivals at a rate-limited model kept for GET /stats/arrivals, all models together: a
+# benchmark's minute of a 1,200 rpm model is well within it, a runaway client is not.
+ARRIVALS_KEPT = 100_000
 
 
 class AnswerStats:
@@ -35,6 +38,12 @@ class AnswerStats:
         self._per_second: dict[str, list[int]] = {}
         # When the first request arrived (uptime seconds): a client's start, before latency.
         self._first_request: float | None = None
+        # Per rate-limited model, each request's arrival at the limiter: [uptime seconds,
+        # admitted (1) or refused (0), the client's port]. Where a limiter's pace fell
+        # short, this tells a stall (a gap in arrivals) from a cool-down (a gap after a
+        # refusal), and which client connection went quiet.
+        self._arrivals: dict[str, list[tuple[float, int, int]]] = {}
+        self._arrivals_kept = 0
 
     def enter(self, model: str) -> None:
         if self._first_request is None:
@@ -65,6 +74,16 @@ class AnswerStats:
                 counts.extend([0] * (second + 1 - len(counts)))
                 counts[second] += 1
 
+    def record_arrival(self, model: str, admitted: bool, port: int) -> None:
+        """A request for a rate-limited model reached the limiter."""
+        if self._arrivals_kept < ARRIVALS_KEPT:
+            now = round(self._clock() - self._started, 4)
+            self._arrivals.setdefault(model, []).append((now, int(admitted), port))
+            self._arrivals_kept += 1
+
+    def arrivals(self) -> dict[str, list[tuple[float, int, int]]]:
+        return {model: list(seen) for model, seen in sorted(self._arrivals.items())}
+
     def record_event(self, model: str, event: str) -> None:
         """Count a fault (garbage or timeout) on top of the answer's status."""
         self._counter(model)[event] += 1
@@ -74,6 +93,8 @@ class AnswerStats:
         self._answered.clear()
         self._per_second.clear()
         self._first_request = None
+        self._arrivals.clear()
+        self._arrivals_kept = 0
         self._total = 0
         self._max_in_flight = Counter(self._in_flight)
         self._max_all_in_flight = self._all_in_flight

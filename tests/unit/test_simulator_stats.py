@@ -3,7 +3,7 @@ own clock, which the rate-limit benchmark splits a run's start by."""
 
 from __future__ import annotations
 
-from jury.simulator.stats import SECONDS_COUNTED, AnswerStats
+from jury.simulator.stats import ARRIVALS_KEPT, SECONDS_COUNTED, AnswerStats
 
 
 def test_first_request_and_answer_spans_are_on_the_simulators_clock() -> None:
@@ -37,3 +37,22 @@ def test_answers_are_counted_per_second_from_a_model_s_first() -> None:
     assert stats.snapshot()["answered_per_s"] == {"fast": [2, 1, 0, 1]}
     stats.reset()
     assert stats.snapshot()["answered_per_s"] == {}
+
+
+def test_arrivals_at_a_limited_model_are_kept_with_their_decision_and_port() -> None:
+    now = [5.0]
+    stats = AnswerStats(clock=lambda: now[0])
+    now[0] = 6.25
+    stats.record_arrival("fast", True, 40001)
+    now[0] = 6.5
+    stats.record_arrival("fast", False, 40002)
+    assert stats.arrivals() == {"fast": [(1.25, 1, 40001), (1.5, 0, 40002)]}
+    stats.reset()
+    assert stats.arrivals() == {}
+
+
+def test_arrivals_kept_are_bounded() -> None:
+    stats = AnswerStats(clock=lambda: 0.0)
+    for _ in range(ARRIVALS_KEPT + 10):
+        stats.record_arrival("fast", True, 1)
+    assert len(stats.arrivals()["fast"]) == ARRIVALS_KEPT
