@@ -103,10 +103,15 @@ def worker_silences(
 
 
 def where_quota_went(
-    arrivals: dict[str, list[Arrival]], owners: dict[int, int], workers: int
+    arrivals: dict[str, list[Arrival]], owners: dict[int, int], workers: int, since: float = 0.0
 ) -> dict[str, Any]:
     """Per model its largest gap; per worker its longest silence; and the share of arrivals
-    whose port no sample caught (a connection opened and closed between two samples)."""
+    whose port no sample caught (a connection opened and closed between two samples). Times
+    are counted from `since` on the simulator's clock (the batch's submission)."""
+    arrivals = {
+        model: [(round(at - since, 4), admitted, port) for at, admitted, port in rows]
+        for model, rows in arrivals.items()
+    }
     ports = [a[2] for rows in arrivals.values() for a in rows]
     unknown = sum(1 for port in ports if port not in owners)
     return {
@@ -117,13 +122,14 @@ def where_quota_went(
 
 
 def largest_gap_figure(model: str) -> Callable[[dict[str, Any]], object]:
-    """For bench tables: a model's largest gap, as seconds@when (refusals near it)."""
+    """For bench tables: a model's largest gap, as seconds@when (refusals near it); when:
+    seconds after the submission."""
 
     def read(row: dict[str, Any]) -> object:
         gap = row.get("quota_lost", {}).get("gaps", {}).get(model) or {}
         if not gap:
             return "-"
-        return f"{gap['largest_gap_s']:.2f}@{gap['gap_at_s']:.0f} ({gap['refused_near']})"
+        return f"{gap['largest_gap_s']:.2f}@{gap['gap_at_s']:.1f} ({gap['refused_near']})"
 
     return read
 
@@ -134,4 +140,4 @@ def longest_silence_figure(row: dict[str, Any]) -> object:
     if not silences:
         return "-"
     longest = max(silences, key=lambda s: s["silent_s"])
-    return f"{longest['silent_s']:.2f}@{longest['at_s']:.0f}"
+    return f"{longest['silent_s']:.2f}@{longest['at_s']:.1f}"

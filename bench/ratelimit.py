@@ -186,7 +186,7 @@ def run_jury(folder: Path, workers: int, args: argparse.Namespace) -> dict[str, 
             )
             makespan = time.monotonic() - started
         stats = simulator_stats(stack.simulator)
-        lost = where_quota_went(fetch_arrivals(stack.simulator), owners, workers)
+        lost = where_quota_went(fetch_arrivals(stack.simulator), owners, workers, provider_clock)
         with sessions() as session:
             retries = session.scalar(
                 select(func.coalesce(func.sum(SampleRow.attempts - 1), 0)).where(

@@ -24,3 +24,10 @@ def test_a_stalled_worker_shows_as_its_own_silence_across_models() -> None:
     ]
     assert lost["ports_unknown"] == 0.125  # port 9: no sample saw it
     assert lost["gaps"]["fast"]["largest_gap_s"] == 1.0
+
+
+def test_times_are_counted_from_the_submission() -> None:
+    arrivals = {"fast": [(10.0, 1, 1), (10.5, 1, 1), (12.5, 1, 1)]}
+    lost = where_quota_went(arrivals, {1: 0}, workers=1, since=10.0)
+    assert lost["gaps"]["fast"] == {"largest_gap_s": 2.0, "gap_at_s": 0.5, "refused_near": 0}
+    assert lost["worker_silences"] == [{"silent_s": 2.0, "at_s": 0.5, "sends": 3}]
