@@ -8,6 +8,7 @@ import secrets
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import cast
 
 import pytest
 import redis
@@ -216,7 +217,8 @@ def queued_messages(settings: Settings, *, drain: bool = False) -> list[bytes]:
     """Every message waiting in the deployment's queues (the base queue and its lanes)."""
     client = redis.Redis.from_url(settings.broker_url)
     try:
-        messages = [m for q in settings.all_queues for m in client.lrange(q, 0, -1)]
+        # the client does not decode responses: the messages are bytes
+        messages = [cast(bytes, m) for q in settings.all_queues for m in client.lrange(q, 0, -1)]
         if drain:
             client.delete(*settings.all_queues)
         return messages

@@ -11,7 +11,7 @@ import socket
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import httpx
 import pytest
@@ -118,7 +118,8 @@ def lock_holder(settings: Settings, workers: list[ManagedProcess], name: str) ->
     """The worker process holding a provider batch lock (its value ends with the pid)."""
     client = redis.Redis.from_url(settings.broker_url)
     try:
-        held = client.get(f"jury:batch_api:{settings.queue}:{name}")
+        # the client does not decode responses: a value is bytes
+        held = cast(bytes | None, client.get(f"jury:batch_api:{settings.queue}:{name}"))
     finally:
         client.close()
     assert held is not None, f"nobody holds {name}"

@@ -212,10 +212,13 @@ def test_a_delivery_takes_the_waiting_messages_each_recorded_as_kombu_records_on
         messages = [first] + [simple.get(timeout=5) for _ in range(3)]
         assert [message.payload["n"] for message in messages] == [0, 1, 2, 3]
         for message in messages:
-            recorded = json.loads(raw.hget("unacked", message.delivery_tag))
+            unacked = raw.hget("unacked", message.delivery_tag)
+            assert unacked is not None
+            recorded = json.loads(unacked)
             delivery = message.delivery_info
             assert recorded == [message._raw, delivery["exchange"], delivery["routing_key"]]
-            assert abs(raw.zscore("unacked_index", message.delivery_tag) - time.time()) < 60
+            score = raw.zscore("unacked_index", message.delivery_tag)
+            assert score is not None and abs(score - time.time()) < 60
         simple.channel.qos.restore_unacked()  # as kombu does for a closing channel
         assert raw.llen(queue) == 6
         assert not any(raw.hexists("unacked", message.delivery_tag) for message in messages)
@@ -276,7 +279,7 @@ def test_taken_messages_not_yet_delivered_go_back_when_a_delivery_fails(redis_ur
         channel.close()
 
 
-def _body_of(item: bytes) -> tuple[str, str]:
+def _body_of(item: bytes | str) -> tuple[str, str]:
     payload = json.loads(item)
     return payload["body"], payload["properties"]["body_encoding"]
 

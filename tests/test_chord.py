@@ -22,7 +22,7 @@ from jury.schemas.batch import BatchConfig, Item, Judge
 from jury.schemas.errors import UnknownBatchError
 from jury.schemas.results import CellSample, SampleResult
 from jury.schemas.settings import Settings
-from jury.schemas.tasks import CellRef, SampleRef
+from jury.schemas.tasks import CellRef, GenerationRef, SampleRef
 from jury.store.chords import claim_callbacks
 from jury.store.engine import session_factory
 from jury.store.models import utcnow
@@ -55,6 +55,7 @@ class Recorder:
     def __init__(self) -> None:
         self.callbacks: list[CellRef] = []
         self.tasks: list[tuple[SampleRef, str]] = []
+        self.generations: list[GenerationRef] = []
         self.parked: list[tuple[object, ...]] = []
 
     def send_callbacks(self, cells: list[CellRef]) -> None:
@@ -62,6 +63,9 @@ class Recorder:
 
     def publish(self, tasks: list[tuple[SampleRef, str]]) -> None:
         self.tasks.extend(tasks)
+
+    def publish_generations(self, refs: list[GenerationRef]) -> None:
+        self.generations.extend(refs)
 
     def park(self, *task: object, **options: object) -> None:
         self.parked.append(task)

@@ -71,11 +71,11 @@ def test_per_dimension_against_combined(
         tokens: dict[str, list[int]] = defaultdict(lambda: [0, 0])
         cost = 0.0
         for sample in iter_batch_samples(sessions, batch_id):
-            r = sample.result
-            latency[sample.item_id] = max(latency[sample.item_id], r.latency_ms)
-            tokens[sample.item_id][0] += r.prompt_tokens
-            tokens[sample.item_id][1] += r.completion_tokens
-            cost += r.cost_usd
+            sampled = sample.result
+            latency[sample.item_id] = max(latency[sample.item_id], sampled.latency_ms)
+            tokens[sample.item_id][0] += sampled.prompt_tokens
+            tokens[sample.item_id][1] += sampled.completion_tokens
+            cost += sampled.cost_usd
         per_item.append(
             {
                 "latency": list(latency.values()),

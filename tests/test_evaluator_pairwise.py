@@ -57,7 +57,7 @@ def test_evaluator_figures_per_prompt_and_in_total(
     document = json.loads(
         runner.invoke(jury, ["results", batch_id, "--format", "json"], env=env).output
     )
-    winners = Counter()
+    winners: Counter[str] = Counter()
     for record in document["results"]:
         outcome = record["pairwise"]
         runs = list(

@@ -120,6 +120,7 @@ def test_a_mixed_template_panel_votes_and_aggregates_on_one_scale(
             voted.count(False),
             1,
         )
+        assert vote.share is not None
         assert vote.share == pytest.approx(voted.count(True) / 6)
         assert vote.passed_by_vote == (vote.share >= 0.5)
         assert vote.by_judge[GARBLED] is None

@@ -166,7 +166,7 @@ class GateThatMakesTheCallWait(MemoryRateLimiter):
         return 0.0
 
 
-class PreCallLog(CustomLogger):  # type: ignore[misc]
+class PreCallLog(CustomLogger):
     """LiteLLM's pre-call log: LiteLLM has built the request and is about to send it."""
 
     def __init__(self, events: list[str]) -> None:

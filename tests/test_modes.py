@@ -105,6 +105,7 @@ def test_pairwise_batch_judges_both_orders_and_cancels_position_bias(
         # The winner comes from the scores: the panel's mean preference and the tolerance.
         means = [statistics.fmean(e.samples) for e in verdict.llm_evaluations.values()]
         final = verdict.consensus_metrics.final_score
+        assert final is not None
         assert final == pytest.approx(statistics.fmean(means)) == outcome.preference
         assert outcome.winner == winner_of(final, 0.5)
         agreeing = sum(winner_of(d.preference, 0.5) == outcome.winner for d in details.values())
@@ -113,7 +114,9 @@ def test_pairwise_batch_judges_both_orders_and_cancels_position_bias(
         # position bias at all, the positional one gains a quarter of the range when shown
         # first (clipped at the scale's top).
         for (judge, _), detail in details.items():
-            advantages[judge].append(detail.first_position_advantage)
+            advantage = detail.first_position_advantage
+            assert advantage is not None
+            advantages[judge].append(advantage)
         span = 4 if verdict.criterion_id == "relevance" else 9
         a_text = next(p["output_a"] for p in PAIRS if p["id"] == verdict.item_id)
         b_text = next(p["output_b"] for p in PAIRS if p["id"] == verdict.item_id)

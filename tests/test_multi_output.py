@@ -10,7 +10,7 @@ import json
 from itertools import combinations
 from pathlib import Path
 from statistics import fmean
-from typing import Any
+from typing import Any, TypedDict
 
 import pytest
 from click.testing import CliRunner
@@ -27,7 +27,17 @@ from tests.test_pipeline import run_batch
 pytestmark = pytest.mark.integration
 
 RUNS = ("abc123", "def456", "ghi789")  # ragdiff's run ids: the outputs' names
-QUERIES = [
+
+
+class Query(TypedDict):
+    """An item of the batch: a query and each run's output for it."""
+
+    id: str
+    input: str
+    outputs: dict[str, str]
+
+
+QUERIES: list[Query] = [
     {
         "id": f"tafsir-{q}",
         "input": f"What does verse {q} say about patience?",

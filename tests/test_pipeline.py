@@ -100,6 +100,7 @@ def check_record_against_samples(
             assert evaluation.within_model_std == pytest.approx(expected_std)
     means = [statistics.fmean(s) for s in per_judge.values() if s]
     metrics = verdict.consensus_metrics
+    assert metrics.final_score is not None
     assert metrics.final_score == pytest.approx(statistics.fmean(means))
     cross = statistics.stdev(means) if len(means) > 1 else 0.0
     assert metrics.cross_model_std == pytest.approx(cross)

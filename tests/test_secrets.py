@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import secrets
 from pathlib import Path
+from typing import cast
 
 import pytest
 import redis
@@ -24,19 +25,22 @@ def redis_dump(url: str) -> bytes:
     """Every value in the test database, whatever its type."""
     client = redis.Redis.from_url(url)
     chunks: list[bytes] = []
+    # The client does not decode responses: every value it returns is bytes (hence the casts).
     try:
         for key in client.scan_iter(count=1000):
             kind = client.type(key)
             if kind == b"string":
-                chunks.append(client.get(key) or b"")
+                chunks.append(cast(bytes | None, client.get(key)) or b"")
             elif kind == b"list":
-                chunks += client.lrange(key, 0, -1)
+                chunks += cast(list[bytes], client.lrange(key, 0, -1))
             elif kind == b"hash":
-                chunks += [k + v for k, v in client.hgetall(key).items()]
+                fields = cast(dict[bytes, bytes], client.hgetall(key))
+                chunks += [k + v for k, v in fields.items()]
             elif kind == b"set":
-                chunks += list(client.smembers(key))
+                chunks += list(cast(set[bytes], client.smembers(key)))
             elif kind == b"zset":
-                chunks += [m for m, _ in client.zrange(key, 0, -1, withscores=True)]
+                scored = cast(list[tuple[bytes, float]], client.zrange(key, 0, -1, withscores=True))
+                chunks += [m for m, _ in scored]
             chunks.append(key)
     finally:
         client.close()

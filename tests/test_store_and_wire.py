@@ -76,8 +76,8 @@ def test_save_cell_is_idempotent_and_completes_the_batch(database_url: str) -> N
         (c.item_id, c.dimension) for c in cells
     ]
     assert verdicts[0].llm_evaluations["openai/a"].samples == [4, 5]
-    stored = list_samples(sessions, cells[0])
-    assert [(s.judge, s.sample, s.score, s.error) for s in stored] == [
+    listed = list_samples(sessions, cells[0])
+    assert [(s.judge, s.sample, s.score, s.error) for s in listed] == [
         ("openai/a", 0, 4, None),
         ("openai/a", 1, 5, None),
         ("openai/b", 0, None, "boom"),

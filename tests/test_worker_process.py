@@ -44,8 +44,8 @@ def test_two_plain_workers_on_one_host_get_distinct_names(tmp_path: Path, redis_
         assert "jury worker: jury " in processes[0].log_tail(200)
         assert "celery 5." in processes[0].log_tail(200)
         # Warmed up before it takes tasks (or answers a ping): not as the first tasks come.
-        log = processes[0].log_tail(400)
-        assert 0 <= log.index("warmed up in ") < log.index(" ready.")
+        tail = processes[0].log_tail(400)
+        assert 0 <= tail.index("warmed up in ") < tail.index(" ready.")
     finally:
         stop_workers(processes)
 

@@ -101,7 +101,7 @@ def judged(kind: str, **settings: float) -> SampleResult:
         api_base=os.environ["JURY_CORPUS_SIMULATOR_URL"],
         input_cost_per_token=1e-6,
         output_cost_per_token=1e-6,
-        **settings,  # type: ignore[arg-type]
+        **settings,
     )
     item, dimension = Item(id="a", output="Use the reset link."), Dimension(name="relevance")
     messages = task_messages(item, [dimension], [None])

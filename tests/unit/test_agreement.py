@@ -18,6 +18,7 @@ from rich.console import Console
 from jury.producer.reporting import Summary, print_summary, write_json
 from jury.schemas.agreement import (
     AgreementAccumulator,
+    AlphaLevel,
     batch_agreement,
     krippendorff_alpha,
     spearman,
@@ -40,7 +41,7 @@ def units_of(coders: list[list[float | None]]) -> list[list[float | None]]:
     return [list(unit) for unit in zip(*coders, strict=True)]
 
 
-def reference_alpha(coders: list[list[float | None]], level: str) -> float:
+def reference_alpha(coders: list[list[float | None]], level: AlphaLevel) -> float:
     data = np.array([[np.nan if v is None else v for v in row] for row in coders], dtype=float)
     return float(krippendorff.alpha(reliability_data=data, level_of_measurement=level))
 
@@ -105,7 +106,7 @@ def test_alpha_reproduces_krippendorffs_worked_example() -> None:
 
 
 @pytest.mark.parametrize("level", ["interval", "ordinal"])
-def test_alpha_matches_the_krippendorff_package_on_random_tables(level: str) -> None:
+def test_alpha_matches_the_krippendorff_package_on_random_tables(level: AlphaLevel) -> None:
     rng = random.Random(7)
     for _ in range(60):
         n_coders, n_units = rng.randint(2, 5), rng.randint(3, 40)
@@ -146,8 +147,8 @@ def test_per_dimension_alpha_from_records_matches_the_reference() -> None:
 
 
 def test_overall_alpha_pools_the_cells_of_every_dimension() -> None:
-    first = [[1.0, 2.0, 4.0, 5.0], [2.0, 2.0, 5.0, 4.0]]
-    second = [[3.0, 1.0, 5.0], [3.0, 2.0, 4.0]]
+    first: list[list[float | None]] = [[1.0, 2.0, 4.0, 5.0], [2.0, 2.0, 5.0, 4.0]]
+    second: list[list[float | None]] = [[3.0, 1.0, 5.0], [3.0, 2.0, 4.0]]
     records = verdicts_from_table(first, "a") + verdicts_from_table(second, "b")
     report = batch_agreement(records)
     pooled = [first[0] + second[0], first[1] + second[1]]

@@ -57,6 +57,7 @@ def test_dry_run_plan_shows_the_batch_saving() -> None:
     )
     plan = plan_batch(config, 100, 100 * 500)
     batched, live = plan.judges
+    assert live.cost_usd is not None
     assert batched.batch_api and batched.cost_usd == pytest.approx(live.cost_usd / 2)
     assert batched.live_cost_usd == pytest.approx(live.cost_usd)
     assert plan.batch_api_saving_usd == pytest.approx(live.cost_usd / 2)

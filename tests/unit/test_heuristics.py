@@ -22,7 +22,7 @@ from jury.worker.heuristics import heuristic_samples, heuristic_score, measure
 
 FNS = "tests.heuristic_functions"
 RELEVANCE = Dimension.model_validate("relevance")  # built-in, 1..5
-TEN = Dimension(name="tone", description="Is it kind?", scale={"min": 1, "max": 10})  # type: ignore[arg-type]
+TEN = Dimension(name="tone", description="Is it kind?", scale={"min": 1, "max": 10})
 ITEM = Item(id="q1", input="How do I reset my password?", output="Open Settings, then Password.")
 
 

@@ -33,7 +33,7 @@ from jury.worker.parsing import ParsedScore, VotedScore, parse_answer
 from jury.worker.prompt_templates import Asking, asking_of, render_template
 from jury.worker.prompts import call_messages
 
-TONE = Dimension(name="tone", description="Is it kind?", scale={"min": 1, "max": 10})  # type: ignore[arg-type]
+TONE = Dimension(name="tone", description="Is it kind?", scale={"min": 1, "max": 10})
 ITEM = Item(
     id="q1",
     input="Recommend a film.",

@@ -4,10 +4,12 @@ combined calls (every dimension), with jury's retry policy, driven by a fake `ca
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 
 import pytest
 
 from jury.schemas.batch import Dimension, Item, Judge, Scale
+from jury.schemas.calls import Order
 from jury.schemas.errors import PermanentJudgeError, TransientJudgeError
 from jury.schemas.results import CellSample
 from jury.worker.judging import CallTally, RetryPolicy
@@ -42,7 +44,7 @@ def judge_all_dimensions(
     retry: RetryPolicy,
     sleeps: Sleeps,
 ) -> list[CellSample]:
-    orders = ("AB", "BA") if item.is_pair else (None,)
+    orders: Sequence[Order | None] = ("AB", "BA") if item.is_pair else (None,)
     return judge_samples(judge, dimensions, item, sample, call, retry, sleeps, orders)
 
 

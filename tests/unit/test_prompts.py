@@ -140,7 +140,7 @@ def test_nonce_is_never_in_the_item_text() -> None:
         item = Item(id=str(n), input=f"q{n} </data-", output=f"</data-{n:x}> answer {n}")
         nonce = nonce_of(user_text(item))
         assert nonce not in (item.input or "")
-        assert nonce not in item.output
+        assert nonce not in (item.output or "")
 
 
 def test_nonce_avoids_a_colliding_candidate(monkeypatch: pytest.MonkeyPatch) -> None:

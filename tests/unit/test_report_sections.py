@@ -194,7 +194,8 @@ def test_flower_labels_judge_task_arguments() -> None:
     assert label_args("('b1', 'q1', 'tone', 'openai/x', 2)") == (
         "batch=b1 item=q1 dimension=tone judge=openai/x sample=2"
     )
-    assert label_args("['b1', 'q1', 'tone', 'openai/x', 0]").startswith("batch=b1 ")
+    labelled = label_args("['b1', 'q1', 'tone', 'openai/x', 0]")
+    assert labelled is not None and labelled.startswith("batch=b1 ")
     for unchanged in (None, "", "('only', 'two')", "not python", "__import__('os')"):
         assert label_args(unchanged) == unchanged
 

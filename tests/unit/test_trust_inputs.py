@@ -47,7 +47,7 @@ def write(folder: Path, items: list[dict[str, Any]], **extra: Any) -> Path:
 
 
 def test_labels_load_and_mark_the_batch(tmp_path: Path) -> None:
-    items = [
+    items: list[dict[str, Any]] = [
         {"id": "a", "output": "x", "labels": {"relevance": 4, "tone": 7.5}},
         {"id": "b", "output": "y"},
     ]
@@ -132,7 +132,7 @@ def test_a_calibration_file_is_read_into_the_config(tmp_path: Path) -> None:
                         "relevance": {**CALIBRATION["dimensions"]["relevance"], "high": 10}
                     }
                 }
-            ),  # type: ignore[dict-item]
+            ),
             "fitted to 'relevance' on the scale 1..10, this batch scores it on 1..5",
         ),
         (
@@ -159,7 +159,7 @@ def test_robust_choices_are_named_and_others_refused() -> None:
     assert Aggregation(across_models="trimmed_mean").across_models == "trimmed_mean"
     assert Aggregation(across_models="geometric_median").across_models == "geometric_median"
     with pytest.raises(ValidationError, match="geometric_median"):
-        Aggregation(across_models="geometric_mean")  # type: ignore[arg-type]
+        Aggregation(across_models="geometric_mean")
     scores = {"a": 3.0, "b": 3.5, "c": 2.5, "max": 5.0}
     assert aggregate_across_models(scores, {}, "trimmed_mean") == 3.25
     assert aggregate_across_models(scores, {}, "geometric_median") == 3.25
@@ -177,7 +177,7 @@ def test_a_judge_without_a_score_is_left_out_not_counted_as_zero(method: str) ->
         SampleResult(judge="openai/c", sample=0, score=5),
         SampleResult(judge="openai/broken", sample=0, error="503", error_kind="server_error"),
     ]
-    aggregation = Aggregation(across_models=method)  # type: ignore[arg-type]
+    aggregation = Aggregation(across_models=method)
     verdict = build_verdict("i", Dimension(name="relevance"), panel, samples, aggregation)
     assert verdict.consensus_metrics.final_score == 4
     assert verdict.consensus_metrics.flag_for_review

@@ -40,7 +40,7 @@ def record(
     if pairwise is None:
         return plain.model_copy(update={"human_label": label})
     outcome = PairwiseOutcome(
-        winner=pairwise,  # type: ignore[arg-type]
+        winner=pairwise,
         preference=plain.consensus_metrics.final_score,
         score_a=None,
         score_b=None,

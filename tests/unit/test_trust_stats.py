@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import random
 import statistics
+from collections.abc import Sequence
 
 import numpy as np
 import pytest
@@ -95,10 +96,10 @@ def test_bootstrap_intervals_are_seeded_paired_and_honest() -> None:
     rng = random.Random(5)
     values = [rng.gauss(10, 2) for _ in range(200)]
 
-    def mean_of(units: list[int]) -> float:
+    def mean_of(units: Sequence[int]) -> float:
         return statistics.fmean(values[i] for i in units)
 
-    def shifted(units: list[int]) -> float:
+    def shifted(units: Sequence[int]) -> float:
         return mean_of(units) + 1
 
     first = bootstrap_intervals(len(values), {"mean": mean_of, "shifted": shifted}, seed=7)
@@ -133,7 +134,7 @@ def test_kish_effective_number_by_hand() -> None:
 
 
 def test_pairwise_complete_correlations_and_defined_subset() -> None:
-    columns = [[1, 2, 3, 4, None], [2, 1, 4, 3, 5], [3, 3, 3, 3, 3]]
+    columns: list[list[float | None]] = [[1, 2, 3, 4, None], [2, 1, 4, 3, 5], [3, 3, 3, 3, 3]]
     matrix = pairwise_complete(columns)
     assert matrix[0][1] == pytest.approx(pearsonr([1, 2, 3, 4], [2, 1, 4, 3]).statistic)
     assert matrix[0][2] is None and matrix[1][2] is None  # a constant judge

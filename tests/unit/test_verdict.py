@@ -223,7 +223,7 @@ def test_weighted_mean_across_models() -> None:
 def test_other_across_model_methods(method: str, expected: float) -> None:
     panel = [judge("a"), judge("b"), judge("c")]
     samples = scored("a", [2, 2, 2]) + scored("b", [4, 4, 4]) + scored("c", [5, 5, 5])
-    aggregation = Aggregation(across_models=method)  # type: ignore[arg-type]
+    aggregation = Aggregation(across_models=method)
     verdict = build_verdict("q", RELEVANCE, panel, samples, aggregation)
     assert verdict.consensus_metrics.final_score == expected
 
