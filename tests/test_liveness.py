@@ -15,7 +15,7 @@ from jury.producer.publishing import Publisher, create_producer_app
 from jury.schemas.batch import BatchConfig
 from jury.schemas.settings import Settings
 from jury.schemas.tasks import SampleRef
-from jury.store.parking import Parking
+from jury.store.parking import LINES_KEY, Parking
 from jury.store.redis_client import BrokerRedis
 from jury.worker.liveness import HeldMessages, Liveness
 from jury.worker.watchdog import nothing_pending, this_deployments
@@ -120,6 +120,33 @@ def test_the_lost_task_watch_counts_a_deployment_s_parked_tasks_and_only_its_own
         assert (parking.count_for(a.all_queues), parking.count_for(b.all_queues)) == (1, 0)
     finally:
         broker.client.zrem(parking.key, member)
+        broker.close()
+
+
+def test_the_lost_task_watch_counts_tasks_waiting_in_a_model_s_line(
+    deployments: tuple[Settings, Settings],
+) -> None:
+    """A task waiting for an in-flight slot waits in its model's line, neither queued, nor
+    held, nor parked: after a slot-holder died, for as long as its lease (5 minutes). Such a
+    batch is not lost either: queuing its missing samples again at every other sweep would
+    pay for each call once more. The producer's back-pressure counts them too."""
+    a, b = deployments
+    broker = BrokerRedis.from_settings(a)
+    parking = Parking(broker)
+    line = broker.key(f"jury:rl:{{test-{a.queue}}}:waiters")
+    try:
+        broker.client.sadd(LINES_KEY, line)
+        # Someone else's waiter first: counted for neither deployment.
+        broker.client.rpush(line, f"{broker.key('another-deployment')}\n{{}}")
+        assert nothing_pending(broker, a) and nothing_pending(broker, b)
+        for _ in range(3):
+            parking.wait_in_line(line, a.all_queues[1], "{}")
+        assert not nothing_pending(broker, a)
+        assert nothing_pending(broker, b)
+        assert (parking.count_for(a.all_queues), parking.count_for(b.all_queues)) == (3, 0)
+    finally:
+        broker.client.delete(line)
+        broker.client.srem(LINES_KEY, line)
         broker.close()
 
 

@@ -116,8 +116,9 @@ class Publisher:
         return {batch_deployment_key(batch): self.base_queue for batch in batches}
 
     def queued(self) -> int:
-        """Tasks of this deployment waiting in its queues or parked (all batches): parked
-        tasks take Redis' memory as queued ones do."""
+        """Tasks of this deployment waiting in its queues, parked, or in a model's line for
+        an in-flight slot (all batches): those take Redis' memory as queued ones do, and a
+        slow local server's tasks all wait in its line."""
         return self.broker.queued(self.all_queues) + self.parking.count_for(self.all_queues)
 
     def wait_for_room(self, n: int, keep_going: Callable[[], bool] = lambda: True) -> bool:

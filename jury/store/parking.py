@@ -28,6 +28,8 @@ from redis.client import Pipeline
 from jury.store.redis_client import BrokerRedis
 
 PARKED_KEY = "jury:parked"
+# The set of every model's waiting line (each a list under the rate limiter's keys).
+LINES_KEY = "jury:rl:lines"
 # Moved per round trip: enough for thousands of tasks a second, small enough to stay quick.
 RELEASE_BATCH = 500
 
@@ -53,6 +55,27 @@ end
 return #due
 """
 
+# KEYS[1]: a model's waiting line. ARGV[1]: stop at this many (0: count all); ARGV[2..]: the
+# queue keys whose members count. Read a thousand at a time: LRANGE's reply is a Lua table.
+_LUA_COUNT_WAITING = """
+local enough = tonumber(ARGV[1])
+local wanted = {}
+for i = 2, #ARGV do wanted[ARGV[i]] = true end
+local found, start = 0, 0
+while true do
+  local chunk = redis.call('LRANGE', KEYS[1], start, start + 999)
+  if #chunk == 0 then return found end
+  for _, member in ipairs(chunk) do
+    local cut = string.find(member, '\\n', 1, true)
+    if cut and wanted[string.sub(member, 1, cut - 1)] then
+      found = found + 1
+      if enough > 0 and found >= enough then return found end
+    end
+  end
+  start = start + #chunk
+end
+"""
+
 
 class Parking:
     def __init__(self, broker: BrokerRedis) -> None:
@@ -60,6 +83,7 @@ class Parking:
         self.key = broker.key(PARKED_KEY)
         self._park = broker.client.register_script(_LUA_PARK)
         self._release = broker.client.register_script(_LUA_RELEASE)
+        self._count_waiting = broker.client.register_script(_LUA_COUNT_WAITING)
 
     def park(self, queue: str, message: str, delay_s: float) -> None:
         """Park `message` for `queue` (a plain queue name) for `delay_s`."""
@@ -92,12 +116,15 @@ class Parking:
         return int(self.broker.client.zcard(self.key))
 
     def holds_any(self, queues: Sequence[str]) -> bool:
-        """Whether a message for one of `queues` (plain queue names) is parked."""
-        return next(self._members_for(queues), None) is not None
+        """Whether a message for one of `queues` (plain queue names) is parked, or waits in
+        a model's line for an in-flight slot."""
+        if next(self._members_for(queues), None) is not None:
+            return True
+        return self._waiting(queues, enough=1) > 0
 
     def count_for(self, queues: Sequence[str]) -> int:
-        """How many messages for `queues` (plain queue names) are parked."""
-        return sum(1 for _ in self._members_for(queues))
+        """How many messages for `queues` (plain queue names) are parked or wait in a line."""
+        return sum(1 for _ in self._members_for(queues)) + self._waiting(queues)
 
     def drop_batch(self, queues: Sequence[str], batch_id: str) -> int:
         """Remove the parked tasks of `batch_id` (a cancelled batch) for `queues`; returns how
@@ -124,6 +151,22 @@ class Parking:
             text = member.decode() if isinstance(member, bytes) else str(member)
             if text.partition("\n")[0] in keys:
                 yield text
+
+    def _waiting(self, queues: Sequence[str], enough: int = 0) -> int:
+        """How many members of the models' waiting lines are for `queues`, counted in Redis
+        a line at a time (one round trip per line; a line is one model's): up to `enough`,
+        if given. A line waits on a slot-holder's call, of no known length, and one whose
+        holder died, on its lease (jury.worker.ratelimit.LEASE_MS)."""
+        keys = [self.broker.key(queue) for queue in queues]
+        found = 0
+        for raw in self.broker.client.smembers(LINES_KEY):
+            line = raw.decode() if isinstance(raw, bytes) else str(raw)
+            found += int(
+                self._count_waiting(keys=[line], args=[enough - found if enough else 0, *keys])
+            )
+            if enough and found >= enough:
+                break
+        return found
 
 
 def _glob_escape(text: str) -> str:

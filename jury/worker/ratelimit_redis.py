@@ -25,6 +25,7 @@ from collections.abc import Callable
 
 import redis
 
+from jury.store.parking import LINES_KEY
 from jury.worker.ratelimit import (
     BUSY,
     IN_FLIGHT_POLL_S,
@@ -40,8 +41,6 @@ from jury.worker.ratelimit import (
 
 # Keys expire when a model goes quiet, so Redis holds state only for models in use.
 STATE_TTL_MS = 600_000
-# The set of every model's waiting line, for the safety net.
-LINES_KEY = "jury:rl:lines"
 # The quickest lag from a send's record to its leaving is the least of the last this many
 # to twice as many sends': a step of either host's clock is forgotten after that many.
 QUICKEST_LAG_SPAN = 500

@@ -31,8 +31,9 @@ log = logging.getLogger("jury.sweeper")
 
 
 def nothing_pending(broker: BrokerRedis, settings: Settings) -> bool:
-    """No task waits in a queue of this deployment, sits unacknowledged with a worker, or is
-    parked for a rate-limit slot (by a worker, or by the producer: producer.pacing)."""
+    """No task waits in a queue of this deployment, sits unacknowledged with a worker, is
+    parked for a rate-limit slot (by a worker, or by the producer: producer.pacing), or waits
+    in a model's line for an in-flight slot."""
     if broker.queued(settings.all_queues) or broker.client.hlen(broker.unacked_key):
         return False
     return not Parking(broker).holds_any(settings.all_queues)
