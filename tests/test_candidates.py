@@ -46,12 +46,28 @@ pytestmark = pytest.mark.integration
 class Endpoint:
     """A chatbot API: answers `{"data": {"reply": …}}`, or 500 when the input says `boom`."""
 
-    def __init__(self) -> None:
+    def __init__(self, answer_after: threading.Event | None = None) -> None:
         self.requests: list[tuple[dict[str, str], Any]] = []
+        # Requests being answered at once, and the most seen; with `answer_after`, each is
+        # held until that event is set (or a second has passed).
+        self.in_flight = self.most_in_flight = 0
+        lock = threading.Lock()
         endpoint = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
+                with lock:
+                    endpoint.in_flight += 1
+                    endpoint.most_in_flight = max(endpoint.most_in_flight, endpoint.in_flight)
+                try:
+                    if answer_after is not None:
+                        answer_after.wait(1.0)
+                    self._answer()
+                finally:
+                    with lock:
+                        endpoint.in_flight -= 1
+
+            def _answer(self) -> None:
                 size = int(self.headers.get("Content-Length") or 0)
                 body = json.loads(self.rfile.read(size))
                 endpoint.requests.append((dict(self.headers), body))
@@ -140,6 +156,38 @@ def test_one_llm_candidate_writes_each_output_then_it_is_judged(
     assert answered(simulator, judge) == len(QUESTIONS) * 2 * 2
     assert len(results(sqlite_workers, batch_id)) == len(QUESTIONS) * 2
     assert_exactly_once(sqlite_workers, batch_id)
+
+
+def test_an_http_endpoint_s_own_limit_holds_across_the_workers(
+    tmp_path: Path, running_workers: Settings, simulator: ManagedProcess
+) -> None:
+    """A service under test is often a staging box: its `max_in_flight` holds for every
+    worker together, as a judge's does. The endpoint keeps each request for up to a second,
+    so the generations of a batch, delivered at once, would otherwise overlap there."""
+    server = Endpoint(answer_after=threading.Event())  # never set: each request takes 1 s
+    try:
+        mark = tag()
+        spec = {
+            "judges": [{"model": tagged("balanced", f"j{mark}"), "api_base": simulator.url}],
+            "dimensions": ["relevance"],
+            "candidates": [
+                {
+                    "name": "staging-bot",
+                    "url": server.url,
+                    "body": {"messages": [{"text": "{{input}}"}]},
+                    "answer_path": "data.reply",
+                    "max_in_flight": 1,
+                    "timeout_s": 10,
+                }
+            ],
+            "items": [{"id": f"q{i}", "input": f"question {i}"} for i in range(4)],
+        }
+        batch_id = run_batch(running_workers, write(tmp_path, spec))
+        assert len(server.requests) == 4 and server.most_in_flight == 1
+        stored = generations(session_factory(running_workers.database_url), batch_id)
+        assert all(g.error_kind is None for _, g in stored) and len(stored) == 4
+    finally:
+        server.close()
 
 
 def test_two_candidates_an_llm_and_an_http_endpoint_are_a_named_pair(

@@ -28,7 +28,7 @@ from jury.schemas.batch import Judge
 from jury.schemas.settings import Settings
 from jury.store.engine import session_factory
 from jury.store.repository import batch_status
-from jury.worker.gating import Deferred, GatedCall, rate_key
+from jury.worker.gating import Deferred, GatedCall, endpoint_rate_key, holding_slot, rate_key
 from jury.worker.judging import ReplyLike
 from jury.worker.llm_client import header_duration
 from jury.worker.ratelimit import (
@@ -41,7 +41,7 @@ from jury.worker.ratelimit import (
     RateLimiter,
 )
 from jury.worker.ratelimit_redis import RedisRateLimiter, model_keys
-from tests.conftest import LIMITER_HORIZON_S, ROOT
+from tests.conftest import LIMITER_HORIZON_S, ROOT, FakeClock
 from tests.test_pipeline import write_batch
 
 HORIZON = LIMITER_HORIZON_S
@@ -111,6 +111,57 @@ def test_gated_call_defers_only_its_first_attempt(limiter: RateLimiter) -> None:
     with pytest.raises(Deferred) as deferred:
         asyncio.run(gated(judge, [{"role": "user", "content": "x"}]))
     assert deferred.value.countdown_s > HORIZON / 2 and slept == []
+
+
+def test_an_endpoint_s_calls_hold_slots_waited_for_in_the_loop(limiter: RateLimiter) -> None:
+    """An HTTP endpoint candidate's limits (a generation is never parked): each call waits
+    for its reserved slot in the loop, and its in-flight slot is held until the call ends,
+    whatever way it ends."""
+    key = endpoint_rate_key("http://staging/chat")
+    slept: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        slept.append(seconds)
+
+    async def three_calls() -> None:
+        for _ in range(3):
+            async with holding_slot(limiter, key, Limits(rpm=60), sleep):
+                pass
+
+    asyncio.run(three_calls())
+    assert slept == pytest.approx([1.0, 2.0], abs=0.1)  # one a second
+    assert key != endpoint_rate_key("http://staging/other")
+
+    one = Limits(max_in_flight=1)
+
+    async def failing_call() -> None:
+        async with holding_slot(limiter, key, one, sleep):
+            assert not limiter.reserve(key, one, 0, "meanwhile").granted
+            raise ConnectionError("the endpoint fell over")
+
+    with pytest.raises(ConnectionError):
+        asyncio.run(failing_call())
+    assert limiter.reserve(key, one, 0, "after").granted  # freed when the call failed
+
+
+def test_an_endpoint_s_slot_beyond_the_horizon_is_waited_for_too() -> None:
+    clock = FakeClock()
+    limiter = MemoryRateLimiter(HORIZON, clock=clock)
+    key, limits = endpoint_rate_key("http://staging/chat"), Limits(rpm=20)  # 3 s apart
+    started: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        clock.now += seconds
+
+    async def calls() -> None:
+        for _ in range(3):
+            async with holding_slot(limiter, key, limits, sleep):
+                started.append(clock.now)
+
+    asyncio.run(calls())
+    assert HORIZON < 3.0  # each next slot lies beyond the horizon when it is asked for
+    gaps = [b - a for a, b in itertools.pairwise(started)]
+    assert gaps == pytest.approx([3.0, 3.0], abs=0.1)
 
 
 def test_a_429_slows_the_pace_and_granted_calls_restore_it(limiter: RateLimiter) -> None:

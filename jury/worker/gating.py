@@ -65,9 +65,59 @@ async def gate_turn(key: str) -> AsyncIterator[None]:
 
 def rate_key(judge: Judge) -> str:
     """One limit per (api_base, model): the same model behind two servers has two quotas."""
-    return hashlib.blake2b(
-        f"{judge.api_base or ''}|{judge.model}".encode(), digest_size=8
-    ).hexdigest()
+    return _hashed(f"{judge.api_base or ''}|{judge.model}")
+
+
+def endpoint_rate_key(url: str) -> str:
+    """One limit per HTTP endpoint (its URL as written, placeholders unexpanded)."""
+    return _hashed(f"endpoint|{url}")
+
+
+def _hashed(text: str) -> str:
+    return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
+
+
+async def wait_for_slot(
+    limiter: RateLimiter,
+    key: str,
+    limits: Limits,
+    tokens: int,
+    token: str,
+    sleep: Sleep = asyncio.sleep,
+    park_beyond_s: float | None = None,
+) -> None:
+    """Reserve a slot, waiting in the event loop until it comes. With `park_beyond_s` (a
+    task's first call: nothing spent yet), a slot further ahead than that, or every in-flight
+    slot taken, parks the task instead (Deferred)."""
+    while True:
+        permit = limiter.reserve(key, limits, tokens, token)
+        if permit.granted:
+            if permit.wait_s > 0:
+                await sleep(permit.wait_s)
+            return
+        if park_beyond_s is not None:
+            if permit.outcome == BUSY:
+                raise Deferred(0.0, line=permit.line)
+            if permit.outcome == DEFERRED or permit.wait_s > park_beyond_s:
+                raise Deferred(permit.wait_s)
+        await sleep(permit.wait_s)
+
+
+@asynccontextmanager
+async def holding_slot(
+    limiter: RateLimiter, key: str, limits: Limits, sleep: Sleep = asyncio.sleep
+) -> AsyncIterator[None]:
+    """Within this block, the call holds a slot of `limits` (none to hold: nothing to do),
+    waited for in the loop; the in-flight slot is freed when it ends."""
+    if not limits.active:
+        yield
+        return
+    token = secrets.token_hex(8)
+    await wait_for_slot(limiter, key, limits, 0, token, sleep)
+    try:
+        yield
+    finally:
+        limiter.finish(key, limits, token, 0)
 
 
 def estimate_tokens(judge: Judge, messages: list[dict[str, str]]) -> int:
@@ -132,18 +182,8 @@ class GatedCall:
         in-flight slot is taken: nothing is spent yet. A later call (a retry, a pair's second
         order) has spent tokens already, so it waits its turn in the loop: never failing for
         having waited."""
-        while True:
-            permit = self.limiter.reserve(key, limits, tokens, token)
-            if permit.granted:
-                if permit.wait_s > 0:
-                    await self.sleep(permit.wait_s)
-                return
-            if self.calls == 1:
-                if permit.outcome == BUSY:
-                    raise Deferred(0.0, line=permit.line)
-                if permit.outcome == DEFERRED or permit.wait_s > self.horizon_s:
-                    raise Deferred(permit.wait_s)
-            await self.sleep(permit.wait_s)
+        park_beyond = self.horizon_s if self.calls == 1 else None
+        await wait_for_slot(self.limiter, key, limits, tokens, token, self.sleep, park_beyond)
 
     async def _pass_send_gate(self, key: str, limits: Limits) -> None:
         async with gate_turn(key):

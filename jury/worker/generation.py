@@ -37,8 +37,9 @@ from jury.store.generations import (
     release_claim,
 )
 from jury.worker.endpoint_client import ask_endpoint
-from jury.worker.gating import Deferred
+from jury.worker.gating import Deferred, endpoint_rate_key, holding_slot
 from jury.worker.judging import CallTally, ReplyLike, ask
+from jury.worker.ratelimit import Limits
 from jury.worker.runtime import WorkerRuntime
 
 log = logging.getLogger("jury.worker")
@@ -62,6 +63,7 @@ def answering_model(candidate: LLMCandidate) -> AnsweringModel:
         max_tokens=max(16, candidate.max_tokens),
         rpm=candidate.rpm,
         tpm=candidate.tpm,
+        max_in_flight=candidate.max_in_flight,
     )
 
 
@@ -125,7 +127,10 @@ async def answer(
 ) -> Generation:
     """The candidate's answer to `text`, or its failure as the answer text."""
     if isinstance(candidate, HTTPCandidate):
-        return await ask_endpoint(candidate, text)
+        # Waited for in the loop, as an LLM candidate's slot: a generation is never parked.
+        limits = Limits(rpm=candidate.rpm, max_in_flight=candidate.max_in_flight)
+        async with holding_slot(runtime.limiter, endpoint_rate_key(candidate.url), limits):
+            return await ask_endpoint(candidate, text)
     model = answering_model(candidate)
 
     async def call_when_allowed(judge: Judge, messages: list[dict[str, str]]) -> ReplyLike:

@@ -65,6 +65,9 @@ def test_one_candidate_is_not_pairwise_and_bad_sections_are_refused() -> None:
         ([{"name": "x", "url": "http://h", "answer_path": "a..b"}], {}, "answer_path"),
         ([{"name": "x", "url": "http://h", "headers": {"A": "${1X}"}}], {}, "placeholder"),
         ([{"name": "x"}], {}, "`model`"),
+        ([{"name": "x", "url": "http://h", "max_in_flight": 0}], {}, "greater than 0"),
+        ([{"name": "x", "url": "http://h", "rpm": -5}], {}, "greater than 0"),
+        ([{"name": "x", "url": "http://h", "tpm": 100}], {}, "Extra inputs are not permitted"),
         ([{"name": f"c{i}", "model": "openai/x"} for i in range(21)], {}, "21 candidates"),
     ]
     for candidates, extra, message in bad:
