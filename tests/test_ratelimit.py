@@ -144,6 +144,25 @@ def test_an_endpoint_s_calls_hold_slots_waited_for_in_the_loop(limiter: RateLimi
     assert limiter.reserve(key, one, 0, "after").granted  # freed when the call failed
 
 
+def test_a_call_cancelled_before_its_slot_frees_the_slot(limiter: RateLimiter) -> None:
+    """Cancelled while it waits for its reserved slot (a task stopped, a deadline passed),
+    a call gives its in-flight slot back at once, not after the lease's 5 minutes."""
+    key, limits = endpoint_rate_key("http://staging/cancel"), Limits(rpm=60, max_in_flight=2)
+    assert limiter.reserve(key, limits, 0, "first").granted  # the next slot is 1 s ahead
+
+    async def cancelled(seconds: float) -> None:
+        raise asyncio.CancelledError
+
+    async def waiting_call() -> None:
+        async with holding_slot(limiter, key, limits, cancelled):
+            raise AssertionError("the call ran without its slot")
+
+    with pytest.raises(asyncio.CancelledError):
+        asyncio.run(waiting_call())
+    assert limiter.reserve(key, limits, 0, "second").granted  # the cancelled one's slot
+    assert not limiter.reserve(key, limits, 0, "third").granted
+
+
 def test_an_endpoint_s_slot_beyond_the_horizon_is_waited_for_too() -> None:
     clock = FakeClock()
     limiter = MemoryRateLimiter(HORIZON, clock=clock)
@@ -198,6 +217,8 @@ def test_a_freed_slot_goes_to_the_first_in_line(redis_url: str) -> None:
         assert limiter.reserve("m", limits, 1, "holder").granted
         busy = limiter.reserve("m", limits, 1, "waiter")
         assert busy.outcome == BUSY and busy.line == model_keys(prefix, "m")[7]
+        # Two tasks wait in the line, the line in the set (as Parking.wait_in_line does).
+        client.sadd(f"{prefix}lines", busy.line)
         client.rpush(busy.line, f"{queue}\nfirst", f"{queue}\nsecond")
         limiter.finish("m", limits, "holder", 0)
         assert client.lrange(queue, 0, -1) == [b"first"]

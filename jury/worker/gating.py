@@ -93,7 +93,11 @@ async def wait_for_slot(
         permit = limiter.reserve(key, limits, tokens, token)
         if permit.granted:
             if permit.wait_s > 0:
-                await sleep(permit.wait_s)
+                try:
+                    await sleep(permit.wait_s)
+                except BaseException:  # cancelled before its call: the slot is not used
+                    limiter.finish(key, limits, token, 0)
+                    raise
             return
         if park_beyond_s is not None:
             if permit.outcome == BUSY:

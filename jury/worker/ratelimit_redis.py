@@ -233,7 +233,6 @@ class RedisRateLimiter:
         self._slow = client.register_script(_LUA_SLOW)
         self._gate = client.register_script(_LUA_GATE)
         self._late_send = client.register_script(_LUA_LATE_SEND)
-        self._lines_known: set[str] = set()
 
     def reserve(self, key: str, limits: Limits, tokens: int, token: str) -> Permit:
         keys = model_keys(self.prefix, key)
@@ -253,11 +252,8 @@ class RedisRateLimiter:
             ],
         )
         if outcome == BUSY:
-            line = keys[7]
-            if line not in self._lines_known:  # one SADD per process and line
-                self.client.sadd(self.lines_key, line)
-                self._lines_known.add(line)
-            return Permit(BUSY, IN_FLIGHT_POLL_S, token, line=line)
+            # The line joins the set of lines when a task waits in it (Parking.wait_in_line).
+            return Permit(BUSY, IN_FLIGHT_POLL_S, token, line=keys[7])
         return Permit(int(outcome), max(0.0, float(wait_ms) / 1000), token)
 
     def finish(self, key: str, limits: Limits, token: str, extra_tokens: int) -> None:
@@ -312,6 +308,21 @@ class RedisRateLimiter:
             base = line.removesuffix(":waiters")
             count = int(self._release(keys=[line, f"{base}:inflight", f"{base}:cap"]))
             moved += count
-            if count == 0 and not self.client.exists(line):
-                self.client.srem(self.lines_key, line)
+            if count == 0:
+                self._forget_if_empty(line)
         return moved
+
+    def _forget_if_empty(self, line: str) -> None:
+        """Take an empty line out of the set, unless a waiter joins it meanwhile (WATCH): a
+        line left out of the set would be seen by neither this safety net nor the lost-task
+        watch."""
+        with self.client.pipeline() as pipe:
+            try:
+                pipe.watch(line)
+                if pipe.exists(line):
+                    return
+                pipe.multi()
+                pipe.srem(self.lines_key, line)
+                pipe.execute()
+            except redis.WatchError:
+                pass  # a waiter joined: the line stays

@@ -23,6 +23,7 @@ from jury.schemas.settings import Settings, judge_lanes
 from jury.schemas.status import BatchState
 from jury.schemas.tasks import SampleRef
 from jury.store.engine import session_factory
+from jury.store.parking import LINES_KEY
 from jury.store.redis_client import BrokerRedis
 from jury.store.repository import (
     batch_state,
@@ -139,6 +140,7 @@ class WorkerRuntime:
             settings.rate_horizon_s,
             prefix=self.redis.key("jury:rl:"),
             margin=settings.rate_margin,
+            lines_key=self.redis.key(LINES_KEY),
         )
         self.result_cache = ResultCache(self.sessions)
         self._groups: dict[object, Grouped[Any, Any]] = {}
