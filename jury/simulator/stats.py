@@ -43,7 +43,6 @@ class AnswerStats:
         # short, this tells a stall (a gap in arrivals) from a cool-down (a gap after a
         # refusal), and which client connection went quiet.
         self._arrivals: dict[str, list[tuple[float, int, int]]] = {}
-        self._arrivals_kept = 0
 
     def enter(self, model: str) -> None:
         if self._first_request is None:
@@ -76,10 +75,9 @@ class AnswerStats:
 
     def record_arrival(self, model: str, admitted: bool, port: int) -> None:
         """A request for a rate-limited model reached the limiter."""
-        if self._arrivals_kept < ARRIVALS_KEPT:
+        if sum(map(len, self._arrivals.values())) < ARRIVALS_KEPT:
             now = round(self._clock() - self._started, 4)
             self._arrivals.setdefault(model, []).append((now, int(admitted), port))
-            self._arrivals_kept += 1
 
     def arrivals(self) -> dict[str, list[tuple[float, int, int]]]:
         return {model: list(seen) for model, seen in sorted(self._arrivals.items())}
@@ -94,7 +92,6 @@ class AnswerStats:
         self._per_second.clear()
         self._first_request = None
         self._arrivals.clear()
-        self._arrivals_kept = 0
         self._total = 0
         self._max_in_flight = Counter(self._in_flight)
         self._max_all_in_flight = self._all_in_flight

@@ -56,22 +56,18 @@ end
 return #due
 """
 
-# KEYS[1]: a model's waiting line. ARGV[1]: stop at this many (0: count all); ARGV[2..]: the
-# queue keys whose members count. Read a thousand at a time: LRANGE's reply is a Lua table.
-_LUA_COUNT_WAITING = """
-local enough = tonumber(ARGV[1])
+# KEYS[1]: a model's waiting line; ARGV: the queue keys whose members count. 1 at the first
+# member for one of them, else 0. Read a thousand at a time: LRANGE's reply is a Lua table.
+_LUA_WAITS_IN_LINE = """
 local wanted = {}
-for i = 2, #ARGV do wanted[ARGV[i]] = true end
-local found, start = 0, 0
+for i = 1, #ARGV do wanted[ARGV[i]] = true end
+local start = 0
 while true do
   local chunk = redis.call('LRANGE', KEYS[1], start, start + 999)
-  if #chunk == 0 then return found end
+  if #chunk == 0 then return 0 end
   for _, member in ipairs(chunk) do
     local cut = string.find(member, '\\n', 1, true)
-    if cut and wanted[string.sub(member, 1, cut - 1)] then
-      found = found + 1
-      if enough > 0 and found >= enough then return found end
-    end
+    if cut and wanted[string.sub(member, 1, cut - 1)] then return 1 end
   end
   start = start + #chunk
 end
@@ -84,7 +80,7 @@ class Parking:
         self.key = broker.key(PARKED_KEY)
         self._park = broker.client.register_script(_LUA_PARK)
         self._release = broker.client.register_script(_LUA_RELEASE)
-        self._count_waiting = broker.client.register_script(_LUA_COUNT_WAITING)
+        self._waits_in_line = broker.client.register_script(_LUA_WAITS_IN_LINE)
         self.lines_key = broker.key(LINES_KEY)
 
     def park(self, queue: str, message: str, delay_s: float) -> None:
@@ -127,7 +123,7 @@ class Parking:
         a model's line for an in-flight slot."""
         if next(self._members_for(queues), None) is not None:
             return True
-        return self._waiting(queues, enough=1) > 0
+        return self._any_in_line(queues)
 
     def count_for(self, queues: Sequence[str]) -> int:
         """How many messages for `queues` (plain queue names) are parked, plus how many wait
@@ -164,22 +160,18 @@ class Parking:
             if text.partition("\n")[0] in keys:
                 yield text
 
-    def _waiting(self, queues: Sequence[str], enough: int = 0) -> int:
-        """How many members of the models' waiting lines are for `queues`, counted in Redis
-        a line at a time (one round trip per line; a line is one model's): up to `enough`,
-        if given. A line waits on a slot-holder's call, of no known length, and one whose
-        holder died, on its lease (jury.worker.ratelimit.LEASE_MS). A scan: for the
-        sweeper's rare checks (holds_any), not for every wave."""
+    def _any_in_line(self, queues: Sequence[str]) -> bool:
+        """Whether a member of a model's waiting line is for one of `queues`, looked for in
+        Redis a line at a time (one round trip per line; a line is one model's). A line
+        waits on a slot-holder's call, of no known length, and one whose holder died, on its
+        lease (jury.worker.ratelimit.LEASE_MS). A scan: for the sweeper's rare checks, not
+        for every wave."""
         keys = [self.broker.key(queue) for queue in queues]
-        found = 0
         for raw in self.broker.client.smembers(self.lines_key):
             line = raw.decode() if isinstance(raw, bytes) else str(raw)
-            found += int(
-                self._count_waiting(keys=[line], args=[enough - found if enough else 0, *keys])
-            )
-            if enough and found >= enough:
-                break
-        return found
+            if int(self._waits_in_line(keys=[line], args=keys)):
+                return True
+        return False
 
 
 def _glob_escape(text: str) -> str:
