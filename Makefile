@@ -31,7 +31,7 @@ lint: $(STAMP)
 
 # The documentation site, offline: the CLI reference is generated from the commands first.
 docs: $(STAMP)
-	$(BIN)/python -m jury.producer.cli_reference docs/cli.md
+	$(BIN)/python -m jury.cli.reference docs/cli.md
 	$(BIN)/mkdocs build --strict
 
 bench-ratelimit: $(STAMP)

@@ -22,7 +22,7 @@ from typing import Any
 
 import psutil
 
-from jury.producer.services import ManagedProcess
+from jury.local.services import ManagedProcess
 
 Arrival = tuple[float, int, int]  # uptime seconds, admitted (1) or refused (0), client port
 

@@ -50,7 +50,7 @@ async def judge_all(api_base: str, judgments: int, concurrency: int) -> int:
     import litellm  # noqa: F401  (imported before the clock starts: see below)
 
     from jury.schemas.batch import Scale
-    from jury.worker.parsing import parse_score  # the same parsing jury applies
+    from jury.worker.judging.parsing import parse_score  # the same parsing jury applies
 
     # What the calls cost without the process' start (`import litellm` alone is seconds of
     # CPU): jury's workers are started before a run, so this is the like-for-like figure.

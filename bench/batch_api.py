@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import figure, local_stack, print_runs, simulator_stats
-from jury.producer.loading import load_batch
-from jury.producer.services import wait_for
+from jury.batchfile.loading import load_batch
+from jury.local.services import wait_for
 from jury.producer.submission import submit_batch
 from jury.store.engine import session_factory
 from jury.store.provider_batches import provider_batches

@@ -31,8 +31,8 @@ from typing import Any
 import psutil
 
 from bench.common import Stack, local_stack, simulator_stats
-from jury.producer.loading import load_batch
-from jury.producer.services import wait_for
+from jury.batchfile.loading import load_batch
+from jury.local.services import wait_for
 from jury.producer.submission import submit_batch
 from jury.store.cache import count_cached_answers
 from jury.store.engine import session_factory

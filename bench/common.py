@@ -14,15 +14,15 @@ from typing import Any
 
 from celery import Celery
 
-from jury.producer.publishing import create_producer_app
-from jury.producer.services import (
+from jury.local.services import (
     ManagedProcess,
     start_embedded_redis,
     start_simulator,
     start_worker,
     wait_for,
 )
-from jury.schemas.settings import Settings
+from jury.producer.publishing import create_producer_app
+from jury.settings import Settings
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 

@@ -1,6 +1,6 @@
 """Calls in flight: one worker process against a judge that answers in 2 s.
 
-A worker's engine (jury.worker.pool) holds each judge task as a coroutine on its event loop,
+A worker's engine (jury.worker.engine.pool) holds each judge task as a coroutine on its event loop,
 so one process can wait on hundreds of calls at once. Against a simulator answering every call
 in `--latency-ms`, one worker with `--concurrency` tasks in flight should reach
 concurrency / latency judgments a second, with the simulator counting the calls it answers at
@@ -31,8 +31,8 @@ from bench.asyncio_baseline import run_baseline_child
 from bench.common import figure, local_stack, print_runs, simulator_stats
 from bench.scaling import write_batch
 from bench.throughput import cpu_seconds
-from jury.producer.loading import load_batch
-from jury.producer.services import wait_for
+from jury.batchfile.loading import load_batch
+from jury.local.services import wait_for
 from jury.producer.submission import submit_batch
 from jury.store.engine import session_factory
 from jury.store.repository import batch_status

@@ -25,11 +25,11 @@ from celery import Celery
 from sqlalchemy import func, select
 
 from bench.common import local_stack, simulator_stats
-from jury.producer.loading import load_batch
-from jury.producer.services import ManagedProcess, wait_for
+from jury.batchfile.loading import load_batch
+from jury.local.services import ManagedProcess, wait_for
 from jury.producer.submission import submit_batch
-from jury.schemas.settings import Settings
 from jury.schemas.tasks import CellRef, SampleRef
+from jury.settings import Settings
 from jury.store.engine import session_factory
 from jury.store.models import SampleRow, VerdictRow
 from jury.store.repository import batch_status

@@ -35,8 +35,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import Stack, local_stack
-from jury.producer.loading import load_batch
-from jury.producer.services import wait_for
+from jury.batchfile.loading import load_batch
+from jury.local.services import wait_for
 from jury.producer.submission import submit_batch
 from jury.schemas.batch import Dimension
 from jury.schemas.results import SampleResult, Verdict

@@ -46,10 +46,10 @@ from bench.arrivals import (
 )
 from bench.asyncio_baseline import plain_call
 from bench.common import figure, local_stack, print_runs, simulator_stats
-from jury.producer.loading import load_batch
-from jury.producer.services import ManagedProcess, start_simulator, wait_for
+from jury.batchfile.loading import load_batch
+from jury.local.services import ManagedProcess, start_simulator, wait_for
 from jury.producer.submission import submit_batch
-from jury.schemas.settings import Settings
+from jury.settings import Settings
 from jury.store.engine import session_factory
 from jury.store.models import SampleRow
 from jury.store.repository import batch_status

@@ -43,8 +43,8 @@ from rich.console import Console
 
 from bench.common import local_stack
 from bench.real_server import MODEL_ALIAS, ROOT, start_llama_server
+from jury.batchfile.loading import load_batch
 from jury.producer.following import follow_batch
-from jury.producer.loading import load_batch
 from jury.producer.submission import submit_batch
 from jury.schemas.pairwise import winner_of
 from jury.schemas.tasks import CellRef

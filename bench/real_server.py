@@ -13,8 +13,8 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from jury.producer.services import ManagedProcess, _spawn, free_port, wait_for
-from jury.schemas.errors import ConfigurationError
+from jury.errors import ConfigurationError
+from jury.local.services import ManagedProcess, _spawn, free_port, wait_for
 
 ROOT = Path(__file__).resolve().parent.parent
 # The interpreter of .venv-real; the Makefile's test-real and bench-real targets set it.

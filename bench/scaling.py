@@ -21,8 +21,8 @@ import psutil
 
 from bench.common import figure, local_stack, print_runs
 from bench.throughput import cpu_seconds
-from jury.producer.loading import load_batch
-from jury.producer.services import wait_for
+from jury.batchfile.loading import load_batch
+from jury.local.services import wait_for
 from jury.producer.submission import submit_batch
 from jury.store.engine import session_factory
 from jury.store.repository import batch_status

@@ -37,10 +37,10 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import Stack, local_stack, simulator_stats
-from jury.producer.loading import load_batch
-from jury.producer.services import wait_for
+from jury.analysis.agreement import batch_agreement
+from jury.batchfile.loading import load_batch
+from jury.local.services import wait_for
 from jury.producer.submission import submit_batch
-from jury.schemas.agreement import batch_agreement
 from jury.schemas.batch import Dimension
 from jury.schemas.results import Verdict
 from jury.simulator.personas import latent_quality

@@ -39,13 +39,13 @@ import redis
 
 from bench.asyncio_baseline import DIMENSIONS, JUDGES, run_baseline_child
 from bench.common import figure, local_stack, print_runs, worker_env
-from jury.producer.services import wait_for
+from jury.local.services import wait_for
 from jury.store.engine import session_factory
 from jury.store.repository import batch_status
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 SAMPLES = 3
-JURY = [sys.executable, "-c", "from jury.producer.cli import main; main()"]
+JURY = [sys.executable, "-c", "from jury.cli.main import main; main()"]
 PER_ITEM = len(JUDGES) * len(DIMENSIONS) * SAMPLES
 SIMULATOR = ["--latency-ms", "0", "--latency-sigma", "0"]
 BASELINE_LABEL = "asyncio baseline"

@@ -42,20 +42,20 @@ from typing import Any
 import yaml
 
 from bench.common import local_stack, print_runs
-from jury.producer.labelled_records import read_records
-from jury.producer.loading import load_batch
-from jury.producer.services import wait_for
+from jury.analysis.calibration import fit_calibration, fold_of
+from jury.analysis.trust import trust_report
+from jury.batchfile.loading import load_batch
+from jury.local.services import wait_for
 from jury.producer.submission import submit_batch
+from jury.results.labelled import read_records
 from jury.schemas.calibration import calibrate_scores
-from jury.schemas.calibration_fit import fit_calibration, fold_of
 from jury.schemas.results import Verdict
-from jury.schemas.trust_analysis import trust_report
 from jury.schemas.trust_records import TrustRecords
 from jury.simulator.labels import human_score
 from jury.stats.measures import mean_absolute_error
 from jury.store.engine import session_factory
 from jury.store.repository import batch_status
-from jury.worker.aggregation import aggregate_across_models
+from jury.worker.judging.aggregation import aggregate_across_models
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "jury" / "examples"
 DIMENSION = "relevance"

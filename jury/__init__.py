@@ -12,8 +12,8 @@ from jury._version import __version__
 
 if TYPE_CHECKING:
     from jury.api import Batch, Results, evaluate, submit
+    from jury.errors import JuryError
     from jury.schemas.batch import Item
-    from jury.schemas.errors import JuryError
     from jury.schemas.results import Verdict
     from jury.schemas.status import BatchStatus
 
@@ -36,7 +36,7 @@ _LAZY = {
     "evaluate": "jury.api",
     "submit": "jury.api",
     "Item": "jury.schemas.batch",
-    "JuryError": "jury.schemas.errors",
+    "JuryError": "jury.errors",
     "Verdict": "jury.schemas.results",
     "BatchStatus": "jury.schemas.status",
 }

@@ -37,20 +37,20 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel
 from rich.console import Console
 
-from jury.producer.csv_records import csv_columns, record_row
+from jury.batchfile.loading import load_batch
+from jury.batchfile.overrides import SubmitOptions, sample_items
+from jury.batchfile.starter import first_items
+from jury.errors import JuryError
 from jury.producer.diagnosis import watch_batch
 from jury.producer.following import Display, follow_batch, interrupted
-from jury.producer.labelled_records import read_records
-from jury.producer.loading import load_batch
-from jury.producer.overrides import SubmitOptions, sample_items
-from jury.producer.report_samples import SAMPLE_COLUMNS, sample_record
-from jury.producer.starter import first_items
+from jury.results.csv_records import csv_columns, record_row
+from jury.results.labelled import read_records
+from jury.results.samples import SAMPLE_COLUMNS, sample_record
 from jury.schemas.batch import Item
-from jury.schemas.errors import JuryError
 from jury.schemas.outcome import JudgeFailures
 from jury.schemas.results import Verdict
-from jury.schemas.settings import Settings
 from jury.schemas.status import BatchStatus
+from jury.settings import Settings
 from jury.store.engine import session_factory
 from jury.store.inspection import StoredSample, iter_batch_samples
 from jury.store.outcome import judge_failures
@@ -256,7 +256,7 @@ def evaluate(
         submitted = submit(batch, items)
         submitted.wait(timeout, progress)
         return submitted.results()
-    from jury.producer.demo import embedded_stack
+    from jury.local.demo import embedded_stack
 
     console = Console(quiet=not progress)
     with tempfile.TemporaryDirectory(prefix="jury-evaluate-") as folder:

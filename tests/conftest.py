@@ -14,8 +14,7 @@ import pytest
 import redis
 import sqlalchemy
 
-from jury.producer.publishing import create_producer_app
-from jury.producer.services import (
+from jury.local.services import (
     ManagedProcess,
     redis_answers,
     start_embedded_redis,
@@ -23,10 +22,11 @@ from jury.producer.services import (
     start_worker,
     wait_for,
 )
-from jury.schemas.settings import Settings
+from jury.producer.publishing import create_producer_app
+from jury.settings import Settings
 from jury.store.engine import dispose_all
-from jury.worker.ratelimit import MemoryRateLimiter, RateLimiter
-from jury.worker.ratelimit_redis import RedisRateLimiter
+from jury.worker.limits.ratelimit import MemoryRateLimiter, RateLimiter
+from jury.worker.limits.redis_limiter import RedisRateLimiter
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 # Rich sizes its tables to the terminal; a test reads them whole, whatever runs it (a

@@ -10,9 +10,9 @@ import pytest
 import yaml
 
 from bench.common import simulator_stats
-from jury.producer.services import ManagedProcess
+from jury.local.services import ManagedProcess
 from jury.schemas.results import Verdict
-from jury.schemas.settings import Settings
+from jury.settings import Settings
 from jury.store.cells import iter_verdicts
 from jury.store.engine import session_factory
 from jury.store.repository import batch_status

@@ -18,7 +18,7 @@ import pytest
 
 import tests.adversarial.input_cases
 import tests.adversarial.provider_cases  # noqa: F401 (registers the cases)
-from jury.schemas.settings import Settings
+from jury.settings import Settings
 from tests.adversarial.cases import CASES, Case
 from tests.conftest import ROOT, queued_messages
 

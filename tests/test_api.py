@@ -11,8 +11,8 @@ import pandas
 import pytest
 
 import jury
-from jury.producer.services import ManagedProcess
-from jury.schemas.settings import Settings
+from jury.local.services import ManagedProcess
+from jury.settings import Settings
 
 pytestmark = pytest.mark.integration
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from jury.producer.cli import jury
-from jury.schemas.settings import Settings
+from jury.cli.main import jury
+from jury.settings import Settings
 from tests.conftest import queued_messages
 
 BAD = Path(__file__).resolve().parent / "data" / "bad"

@@ -19,15 +19,15 @@ import redis
 from rich.console import Console
 from sqlalchemy import select
 
-from jury.producer.html_report import build_report
-from jury.producer.loading import load_batch
-from jury.producer.provider_batch_view import print_provider_batches, provider_batches_json
+from jury.batchfile.loading import load_batch
+from jury.local.services import ManagedProcess, start_simulator, wait_for
 from jury.producer.publishing import create_producer_app
-from jury.producer.services import ManagedProcess, start_simulator, wait_for
 from jury.producer.submission import submit_batch
+from jury.results.html.report import build_report
+from jury.results.provider_batches import print_provider_batches, provider_batches_json
 from jury.schemas.provider_batches import ENDED, STORED, SUBMITTING
-from jury.schemas.settings import Settings
 from jury.schemas.status import BatchState
+from jury.settings import Settings
 from jury.store.engine import session_factory
 from jury.store.models import SampleRow
 from jury.store.provider_batches import provider_batches

@@ -18,11 +18,11 @@ from typing import Any
 import pytest
 
 from bench.common import simulator_stats
-from jury.producer.reporting import adaptive_figures
-from jury.producer.services import ManagedProcess
+from jury.local.services import ManagedProcess
+from jury.results.formats import adaptive_figures
 from jury.schemas.provider_batches import STORED, custom_id
-from jury.schemas.settings import Settings
 from jury.schemas.tasks import CellRef
+from jury.settings import Settings
 from jury.store.cache import count_cached_answers
 from jury.store.cells import iter_verdicts
 from jury.store.engine import session_factory

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
+from jury.local.services import wait_for
 from jury.producer.control import cancel_batch
-from jury.producer.services import wait_for
 from jury.schemas.status import BatchState
 from jury.store.engine import session_factory
 from jury.store.provider_batches import provider_batches

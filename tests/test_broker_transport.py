@@ -18,9 +18,9 @@ from kombu import Connection, Queue
 from kombu.asynchronous import Hub
 from kombu.common import ignore_errors
 
-from jury.schemas.settings import Settings
+from jury.broker.transport import TRANSPORT_PATH, Channel, worker_transport
+from jury.settings import Settings
 from jury.worker.app import create_worker_app
-from jury.worker.broker_transport import TRANSPORT_PATH, Channel, worker_transport
 
 
 def test_plain_redis_brokers_get_the_shared_client_and_sentinel_keeps_kombus() -> None:

@@ -1,5 +1,5 @@
 """Broker URLs and options Celery honours, honoured by every Redis client jury makes too
-(jury.store.redis_client): a global key prefix, a sentinel-managed Redis, and TLS (where the
+(jury.broker.redis_client): a global key prefix, a sentinel-managed Redis, and TLS (where the
 machine's redis-server was built with it). Each runs a small batch end to end through a real
 worker; a URL that is not Redis is refused in one paragraph."""
 
@@ -13,24 +13,24 @@ from pathlib import Path
 import pytest
 import redis
 
-from jury.producer.loading import load_batch
-from jury.producer.publishing import create_producer_app
-from jury.producer.services import (
+from jury.batchfile.loading import load_batch
+from jury.broker.redis_client import BrokerRedis
+from jury.errors import ConfigurationError
+from jury.local.services import (
     ManagedProcess,
     embedded_redis_binary,
     free_port,
     redis_answers,
     wait_for,
 )
+from jury.producer.publishing import create_producer_app
 from jury.producer.submission import submit_batch
 from jury.schemas.batch import Judge
-from jury.schemas.errors import ConfigurationError
-from jury.schemas.settings import Settings
 from jury.schemas.status import BatchState
+from jury.settings import Settings
 from jury.store.engine import session_factory
-from jury.store.redis_client import BrokerRedis
 from jury.store.repository import batch_status
-from jury.worker.gating import rate_key
+from jury.worker.limits.gating import rate_key
 from tests.conftest import WorkerStarter, settings_for
 from tests.test_faults import assert_exactly_once
 

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from jury.producer.services import ManagedProcess
-from jury.schemas.settings import Settings
+from jury.local.services import ManagedProcess
+from jury.settings import Settings
 from jury.store.engine import session_factory
 from jury.store.generations import generations
 from jury.store.repository import load_config, load_item

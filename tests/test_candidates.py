@@ -14,12 +14,12 @@ import yaml
 from click.testing import CliRunner
 from sqlalchemy import func, select
 
-from jury.producer.cli import jury
-from jury.producer.loading import BatchSource, load_batch
+from jury.batchfile.loading import BatchSource, load_batch
+from jury.cli.main import jury
+from jury.local.services import ManagedProcess, wait_for
 from jury.producer.publishing import Publisher, create_producer_app, short_task_id
-from jury.producer.services import ManagedProcess, wait_for
-from jury.schemas.settings import Settings
 from jury.schemas.tasks import GenerationRef
+from jury.settings import Settings
 from jury.store.engine import session_factory
 from jury.store.generations import generations
 from jury.store.models import GeneratedItemRow, GenerationRow, SampleRow

@@ -17,21 +17,21 @@ from pathlib import Path
 import pytest
 from sqlalchemy import event
 
-from jury.producer.services import ManagedProcess, wait_for
+from jury.errors import UnknownBatchError
+from jury.local.services import ManagedProcess, wait_for
 from jury.schemas.batch import BatchConfig, Item, Judge
-from jury.schemas.errors import UnknownBatchError
 from jury.schemas.results import CellSample, SampleResult
-from jury.schemas.settings import Settings
 from jury.schemas.tasks import CellRef, GenerationRef, SampleRef
+from jury.settings import Settings
 from jury.store.chords import claim_callbacks
 from jury.store.engine import session_factory
 from jury.store.models import utcnow
 from jury.store.repository import add_items, batch_status, create_batch, start_batch
 from jury.store.samples import complete_cells_without_verdict, list_samples, record_samples
-from jury.worker.aggregate import aggregate_cell
-from jury.worker.pipeline import claim_complete_cells, judge_task
+from jury.worker.engine.sweeper import sweep_once
+from jury.worker.judging.cell_verdict import aggregate_cell
+from jury.worker.judging.pipeline import claim_complete_cells, judge_task
 from jury.worker.runtime import WorkerRuntime
-from jury.worker.sweeper import sweep_once
 from tests.conftest import settings_for
 from tests.test_faults import assert_exactly_once, one_cell_batch
 
@@ -50,7 +50,7 @@ async def scripted_judge(judge: Judge, messages: list[dict[str, str]]) -> Reply:
 
 
 class Recorder:
-    """The runtime's ways out (jury.worker.queues.TaskQueues), recorded instead of sent."""
+    """The runtime's ways out (jury.worker.engine.queues.TaskQueues), recorded instead of sent."""
 
     def __init__(self) -> None:
         self.callbacks: list[CellRef] = []

@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from jury.producer.services import ManagedProcess
-from jury.schemas.settings import Settings
+from jury.local.services import ManagedProcess
+from jury.settings import Settings
 from tests.conftest import queued_messages, settings_for, worker_env
 from tests.test_pipeline import write_batch
 
 pytestmark = pytest.mark.integration
-JURY = [sys.executable, "-c", "from jury.producer.cli import main; main()"]
+JURY = [sys.executable, "-c", "from jury.cli.main import main; main()"]
 
 
 def jury(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:

@@ -16,9 +16,9 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from jury.producer.cli import jury
-from jury.producer.services import ManagedProcess
-from jury.schemas.settings import Settings
+from jury.cli.main import jury
+from jury.local.services import ManagedProcess
+from jury.settings import Settings
 from jury.stats.measures import pearson
 from jury.store.engine import session_factory
 from jury.store.inspection import iter_batch_samples

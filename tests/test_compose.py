@@ -18,9 +18,9 @@ from celery import Celery
 from celery.bin.base import CLIContext
 from celery.bin.worker import worker as celery_worker
 
-from jury.producer.cli import jury
-from jury.producer.flower_ui import check_flower_options
-from jury.schemas.settings import Settings
+from jury.cli.main import jury
+from jury.local.flower import check_flower_options
+from jury.settings import Settings
 from jury.simulator.config import build_parser
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -9,13 +9,13 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from jury.producer.cli import jury as cli
-from jury.producer.loading import load_batch
+from jury.batchfile.loading import load_batch
+from jury.cli.main import jury as cli
+from jury.local.services import ManagedProcess, python_module, start_simulator, wait_for
 from jury.producer.publishing import create_producer_app
-from jury.producer.services import ManagedProcess, python_module, start_simulator, wait_for
 from jury.producer.submission import submit_batch
-from jury.schemas.settings import Settings
 from jury.schemas.status import BatchState
+from jury.settings import Settings
 from jury.store.engine import session_factory
 from jury.store.repository import batch_status
 from jury.store.samples import stored_cost

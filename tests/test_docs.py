@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from jury.producer.cli_reference import reference
+from jury.cli.reference import reference
 from tests.conftest import ROOT
 
 README = ROOT / "README.md"
@@ -36,9 +36,7 @@ def test_the_readme_is_short_and_every_link_resolves() -> None:
 
 def test_the_cli_reference_is_up_to_date() -> None:
     committed = (ROOT / "docs" / "cli.md").read_text()
-    assert committed == reference(), (
-        "run `make docs` (or python -m jury.producer.cli_reference docs/cli.md)"
-    )
+    assert committed == reference(), "run `make docs` (or python -m jury.cli.reference docs/cli.md)"
     for command in ("submit", "status", "list", "show", "results", "report", "init", "demo"):
         assert f"## jury {command}\n" in committed
 

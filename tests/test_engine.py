@@ -11,18 +11,18 @@ from pathlib import Path
 import pytest
 
 from bench.common import simulator_stats
-from jury.producer.loading import load_batch
+from jury.batchfile.loading import load_batch
+from jury.broker.redis_client import BrokerRedis
+from jury.local.services import ManagedProcess, start_simulator, wait_for
 from jury.producer.publishing import create_producer_app
-from jury.producer.services import ManagedProcess, start_simulator, wait_for
 from jury.producer.submission import submit_batch
 from jury.schemas.batch import Judge
 from jury.schemas.tasks import CellRef
 from jury.store.engine import session_factory
-from jury.store.redis_client import BrokerRedis
 from jury.store.repository import batch_status
 from jury.store.samples import list_samples
-from jury.worker.gating import rate_key
-from jury.worker.ratelimit_redis import model_keys
+from jury.worker.limits.gating import rate_key
+from jury.worker.limits.redis_limiter import model_keys
 from tests.conftest import WorkerStarter, settings_for, stop_workers
 from tests.test_faults import assert_exactly_once
 from tests.test_pipeline import ITEMS, write_batch

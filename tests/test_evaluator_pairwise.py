@@ -15,11 +15,11 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from jury.producer.cli import jury
-from jury.producer.services import ManagedProcess
+from jury.cli.main import jury
+from jury.local.services import ManagedProcess
 from jury.schemas.pairwise import winner_of
-from jury.schemas.settings import Settings
 from jury.schemas.tasks import CellRef
+from jury.settings import Settings
 from jury.store.engine import session_factory
 from jury.store.samples import pair_judgments
 from tests.test_pipeline import run_batch

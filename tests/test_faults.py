@@ -16,12 +16,12 @@ import redis
 from sqlalchemy import func, select
 
 from bench.common import simulator_stats
+from jury.local.services import ManagedProcess, start_embedded_redis, start_simulator, wait_for
 from jury.producer.publishing import Publisher, create_producer_app, short_task_id
-from jury.producer.services import ManagedProcess, start_embedded_redis, start_simulator, wait_for
 from jury.schemas.batch import BatchConfig, Item
-from jury.schemas.settings import Settings
 from jury.schemas.status import BatchState
 from jury.schemas.tasks import CellRef, SampleRef
+from jury.settings import Settings
 from jury.simulator.personas import latent_quality
 from jury.store.cells import iter_verdicts
 from jury.store.engine import session_factory
@@ -148,7 +148,7 @@ def test_killed_worker_loses_nothing(
         judges = [{"model": "openai/balanced", "n": 3}, {"model": "openai/strict", "n": 3}]
         batch = write_batch(tmp_path, slow, judges)
         sessions = session_factory(settings.database_url)
-        from jury.producer.loading import load_batch
+        from jury.batchfile.loading import load_batch
         from jury.producer.submission import submit_batch
 
         batch_id = submit_batch(load_batch(batch), sessions, create_producer_app(settings))
@@ -209,7 +209,7 @@ def test_redis_restart_with_aof(
             [{"model": "openai/balanced", "n": 3}, {"model": "openai/lenient", "n": 3}],
         )
         sessions = session_factory(settings.database_url)
-        from jury.producer.loading import load_batch
+        from jury.batchfile.loading import load_batch
         from jury.producer.submission import submit_batch
 
         batch_id = submit_batch(load_batch(batch), sessions, create_producer_app(settings))
@@ -290,8 +290,8 @@ def test_items_are_judged_not_obeyed(
     )
     from rich.console import Console
 
+    from jury.batchfile.loading import load_batch
     from jury.producer.following import follow_batch
-    from jury.producer.loading import load_batch
     from jury.producer.submission import submit_batch
 
     sessions = session_factory(settings.database_url)

@@ -19,11 +19,11 @@ import pytest
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
+from jury.errors import ConfigurationError
+from jury.local.services import ManagedProcess, free_port, wait_for
 from jury.producer.publishing import create_producer_app
-from jury.producer.services import ManagedProcess, free_port, wait_for
-from jury.schemas.errors import ConfigurationError
-from jury.schemas.settings import Settings
 from jury.schemas.tasks import AGGREGATE_TASK, JUDGE_TASK
+from jury.settings import Settings
 from tests.browser import chromium_driver, console_errors, full_page_screenshot, use_basic_auth
 from tests.conftest import WorkerStarter, settings_for, worker_env
 from tests.test_cli import JURY, jury

@@ -11,18 +11,18 @@ from typing import Any
 
 import pytest
 
-from jury.producer.loading import load_batch
+from jury.batchfile.loading import load_batch
+from jury.local.services import ManagedProcess
 from jury.producer.publishing import short_task_id
-from jury.producer.services import ManagedProcess
 from jury.schemas.batch import Item
-from jury.schemas.settings import Settings
 from jury.schemas.status import BatchState
 from jury.schemas.tasks import CellRef
+from jury.settings import Settings
 from jury.store.cells import iter_verdicts
 from jury.store.engine import session_factory
 from jury.store.repository import batch_status
 from jury.store.samples import list_samples, pair_judgments
-from jury.worker.heuristics import heuristic_score
+from jury.worker.judging.heuristics import heuristic_score
 from tests.test_modes import PAIRS, TONE, answered, tagged, write_batch
 from tests.test_pipeline import run_batch
 

@@ -16,15 +16,15 @@ import yaml
 from click.testing import CliRunner
 from rich.console import Console
 
-from jury.producer.cli import jury
+from jury.batchfile.loading import load_batch
+from jury.cli.main import jury
+from jury.local.services import ManagedProcess, start_simulator
 from jury.producer.following import follow_batch
-from jury.producer.loading import load_batch
 from jury.producer.publishing import create_producer_app
-from jury.producer.services import ManagedProcess, start_simulator
 from jury.producer.submission import submit_batch
 from jury.schemas.results import SampleResult
-from jury.schemas.settings import Settings
 from jury.schemas.tasks import CellRef
+from jury.settings import Settings
 from jury.simulator.hostile import HOSTILE_KINDS, HOSTILE_REASONING, hostile_options
 from jury.store.engine import session_factory
 from jury.store.repository import batch_status

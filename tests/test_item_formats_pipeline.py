@@ -13,8 +13,8 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from jury.producer.services import ManagedProcess
-from jury.schemas.settings import Settings
+from jury.local.services import ManagedProcess
+from jury.settings import Settings
 from jury.store.cells import iter_verdicts
 from jury.store.engine import session_factory
 from jury.store.repository import load_item

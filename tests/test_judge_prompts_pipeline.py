@@ -17,10 +17,10 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from jury.producer.cli import jury
-from jury.producer.services import ManagedProcess, start_simulator
-from jury.schemas.settings import Settings
+from jury.cli.main import jury
+from jury.local.services import ManagedProcess, start_simulator
 from jury.schemas.tasks import CellRef
+from jury.settings import Settings
 from jury.store.cells import iter_verdicts
 from jury.store.engine import session_factory
 from jury.store.samples import list_samples

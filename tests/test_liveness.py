@@ -11,15 +11,15 @@ from collections.abc import Iterator
 
 import pytest
 
+from jury.broker.parking import Parking
+from jury.broker.redis_client import BrokerRedis
 from jury.producer.publishing import Publisher, create_producer_app
 from jury.schemas.batch import BatchConfig
-from jury.schemas.settings import Settings
 from jury.schemas.tasks import SampleRef
-from jury.store.parking import Parking
-from jury.store.redis_client import BrokerRedis
-from jury.worker.liveness import HeldMessages, Liveness
-from jury.worker.ratelimit_redis import RedisRateLimiter
-from jury.worker.watchdog import nothing_pending, this_deployments
+from jury.settings import Settings
+from jury.worker.engine.liveness import HeldMessages, Liveness
+from jury.worker.engine.watchdog import nothing_pending, this_deployments
+from jury.worker.limits.redis_limiter import RedisRateLimiter
 
 pytestmark = pytest.mark.integration
 

@@ -14,15 +14,15 @@ import litellm
 import pytest
 from litellm.integrations.custom_logger import CustomLogger
 
-from jury.producer.services import ManagedProcess, start_simulator
+from jury.errors import PermanentJudgeError, TransientJudgeError
+from jury.local.services import ManagedProcess, start_simulator
 from jury.schemas.batch import Dimension, Item, Judge
-from jury.schemas.errors import PermanentJudgeError, TransientJudgeError
-from jury.worker.gating import GatedCall
-from jury.worker.judging import RetryPolicy, judge_call, task_messages
-from jury.worker.llm_client import LLMReply, complete, price_unpriced_model, waits_at_send
-from jury.worker.loop import EventLoopThread
-from jury.worker.prompts import build_messages
-from jury.worker.ratelimit import GRANTED, Limits, MemoryRateLimiter, Permit
+from jury.worker.calls.llm_client import LLMReply, complete, price_unpriced_model, waits_at_send
+from jury.worker.engine.loop import EventLoopThread
+from jury.worker.judging.judge_calls import RetryPolicy, judge_call, task_messages
+from jury.worker.judging.prompts import build_messages
+from jury.worker.limits.gating import GatedCall
+from jury.worker.limits.ratelimit import GRANTED, Limits, MemoryRateLimiter, Permit
 
 pytestmark = pytest.mark.integration
 MESSAGES = build_messages(Item(id="a", input="2+2?", output="4"), Dimension(name="relevance"))
@@ -207,7 +207,7 @@ def test_a_warmed_up_worker_s_first_call_imports_next_to_nothing(
     code = (
         "import asyncio, sys\n"
         "from jury.schemas.batch import Judge\n"
-        "from jury.worker.llm_client import complete, warm_up\n"
+        "from jury.worker.calls.llm_client import complete, warm_up\n"
         "warm_up()\n"
         "before = set(sys.modules)\n"
         f"judge = Judge(model='openai/balanced', api_base={simulator.url!r})\n"

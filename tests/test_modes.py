@@ -17,15 +17,15 @@ import yaml
 from click.testing import CliRunner
 
 from bench.common import simulator_stats
-from jury.producer.cli import jury
-from jury.producer.loading import load_batch
+from jury.batchfile.loading import load_batch
+from jury.cli.main import jury
+from jury.local.services import ManagedProcess, start_simulator, wait_for
 from jury.producer.publishing import Publisher, create_producer_app, short_task_id
-from jury.producer.services import ManagedProcess, start_simulator, wait_for
 from jury.producer.submission import submit_batch
 from jury.schemas.batch import BatchConfig, Item
 from jury.schemas.pairwise import winner_of
-from jury.schemas.settings import Settings
 from jury.schemas.tasks import CellRef, SampleRef
+from jury.settings import Settings
 from jury.simulator.personas import latent_quality
 from jury.store.cells import iter_verdicts
 from jury.store.engine import session_factory

@@ -15,10 +15,10 @@ from typing import Any, TypedDict
 import pytest
 from click.testing import CliRunner
 
-from jury.producer.cli import jury
+from jury.cli.main import jury
+from jury.local.services import ManagedProcess
 from jury.producer.publishing import short_task_id
-from jury.producer.services import ManagedProcess
-from jury.schemas.settings import Settings
+from jury.settings import Settings
 from jury.simulator.personas import latent_quality
 from tests.conftest import SIMULATOR_SEED
 from tests.test_modes import answered, tagged, write_batch

@@ -1,4 +1,4 @@
-"""jury's own HTTP client to OpenAI-compatible servers (jury.worker.openai_wire), over real
+"""jury's own HTTP client to OpenAI-compatible servers (jury.worker.calls.openai_wire), over real
 HTTP to the simulator, beside LiteLLM's OpenAI SDK client (`http_client: litellm`): the same
 answers, usage, rate-limit headers and errors either way, and what the wire adds."""
 
@@ -13,11 +13,11 @@ from pathlib import Path
 import litellm
 import pytest
 
-from jury.producer.services import ManagedProcess, start_simulator
+from jury.errors import PermanentJudgeError, TransientJudgeError
+from jury.local.services import ManagedProcess, start_simulator
 from jury.schemas.batch import Dimension, Item, Judge
-from jury.schemas.errors import PermanentJudgeError, TransientJudgeError
-from jury.worker.endpoint_client import MAX_REPLY_BYTES
-from jury.worker.llm_client import (
+from jury.worker.calls.endpoint_client import MAX_REPLY_BYTES
+from jury.worker.calls.llm_client import (
     LLMReply,
     _cost,
     classify_error,
@@ -25,9 +25,9 @@ from jury.worker.llm_client import (
     price_unpriced_model,
     uses_wire,
 )
-from jury.worker.loop import EventLoopThread
-from jury.worker.openai_wire import REPORTED_USAGE, _status_error, wire_price
-from jury.worker.prompts import build_messages
+from jury.worker.calls.openai_wire import REPORTED_USAGE, _status_error, wire_price
+from jury.worker.engine.loop import EventLoopThread
+from jury.worker.judging.prompts import build_messages
 
 pytestmark = pytest.mark.integration
 MESSAGES = build_messages(Item(id="a", input="2+2?", output="4"), Dimension(name="relevance"))
@@ -162,12 +162,12 @@ def test_a_priced_model_behind_the_wire_is_priced_by_its_own_name() -> None:
 def test_the_usage_the_server_reported_reaches_jury_unchanged(
     simulator: ManagedProcess,
 ) -> None:
-    """jury checks the provider's usage itself (jury.worker.usage): the wire hands it over
+    """jury checks the provider's usage itself (jury.worker.calls.usage): the wire hands it over
     as sent, not as LiteLLM's Usage would coerce it."""
-    from jury.worker.openai_wire import wire_model
+    from jury.worker.calls.openai_wire import wire_model
 
     async def raw() -> object:
-        from jury.worker.openai_wire import register_wire
+        from jury.worker.calls.openai_wire import register_wire
 
         register_wire()
         return await litellm.acompletion(

@@ -58,7 +58,7 @@ def test_the_wheel_holds_one_package_and_its_data(wheel: Path) -> None:
         assert data in names
     (metadata_name,) = [n for n in names if n.endswith(".dist-info/entry_points.txt")]
     entry_points = zipfile.ZipFile(wheel).read(metadata_name).decode()
-    assert "jury = jury.producer.cli:main" in entry_points
+    assert "jury = jury.cli.main:main" in entry_points
 
 
 def _fresh_environment(folder: Path, wheel: Path) -> Path:

@@ -15,9 +15,9 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from jury.producer.cli import jury
-from jury.producer.services import ManagedProcess
-from jury.schemas.settings import Settings
+from jury.cli.main import jury
+from jury.local.services import ManagedProcess
+from jury.settings import Settings
 from tests.test_pipeline import run_batch
 
 pytestmark = pytest.mark.integration

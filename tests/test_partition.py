@@ -22,15 +22,15 @@ from pathlib import Path
 import pytest
 from celery import Celery
 
-from jury.producer.loading import load_batch
-from jury.producer.publishing import create_producer_app
-from jury.producer.services import (
+from jury.batchfile.loading import load_batch
+from jury.local.services import (
     ManagedProcess,
     python_module,
     start_embedded_redis,
     start_simulator,
     wait_for,
 )
+from jury.producer.publishing import create_producer_app
 from jury.producer.submission import submit_batch
 from jury.store.cells import iter_verdicts
 from jury.store.engine import session_factory

@@ -13,15 +13,15 @@ import redis
 import yaml
 from rich.console import Console
 
+from jury.batchfile.loading import load_batch
+from jury.local.services import ManagedProcess
 from jury.producer.following import follow_batch
-from jury.producer.loading import load_batch
 from jury.producer.publishing import create_producer_app
-from jury.producer.services import ManagedProcess
 from jury.producer.submission import submit_batch
 from jury.schemas.results import Level, Verdict
-from jury.schemas.settings import Settings
 from jury.schemas.status import BatchState
 from jury.schemas.tasks import CellRef
+from jury.settings import Settings
 from jury.store.cells import iter_verdicts
 from jury.store.engine import session_factory
 from jury.store.repository import batch_status

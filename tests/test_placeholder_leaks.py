@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from jury.producer.services import ManagedProcess, free_port, wait_for
-from jury.schemas.settings import Settings
+from jury.local.services import ManagedProcess, free_port, wait_for
+from jury.settings import Settings
 from tests.conftest import WorkerStarter, worker_env
 from tests.test_cli import jury
 from tests.test_flower_browser import Flower, flower, watched_by_flower  # noqa: F401 (the fixture)

@@ -24,10 +24,10 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from jury.producer.cli import jury
+from jury.cli.main import jury
+from jury.local.services import ManagedProcess, start_simulator
 from jury.producer.publishing import short_task_id
-from jury.producer.services import ManagedProcess, start_simulator
-from jury.schemas.settings import Settings
+from jury.settings import Settings
 from jury.store.engine import session_factory
 from jury.store.repository import batch_status
 from tests.test_modes import answered

@@ -9,16 +9,16 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from jury.producer.cli import jury as cli
-from jury.producer.loading import load_batch
+from jury.batchfile.loading import load_batch
+from jury.broker.parking import PARKED_KEY
+from jury.broker.redis_client import BrokerRedis
+from jury.cli.main import jury as cli
+from jury.local.services import ManagedProcess, wait_for
 from jury.producer.publishing import create_producer_app
-from jury.producer.services import ManagedProcess, wait_for
 from jury.producer.submission import submit_batch
-from jury.schemas.settings import Settings
 from jury.schemas.status import BatchState
+from jury.settings import Settings
 from jury.store.engine import session_factory
-from jury.store.parking import PARKED_KEY
-from jury.store.redis_client import BrokerRedis
 from jury.store.repository import batch_status
 from tests.conftest import queue_idle, worker_env
 from tests.test_pipeline import write_batch

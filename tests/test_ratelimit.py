@@ -20,18 +20,18 @@ import redis
 
 from bench.common import simulator_stats
 from bench.ratelimit import as_a_remote_provider
-from jury.producer.loading import load_batch
+from jury.batchfile.loading import load_batch
+from jury.local.services import start_simulator, wait_for
 from jury.producer.publishing import create_producer_app
-from jury.producer.services import start_simulator, wait_for
 from jury.producer.submission import submit_batch
 from jury.schemas.batch import Judge
-from jury.schemas.settings import Settings
+from jury.settings import Settings
 from jury.store.engine import session_factory
 from jury.store.repository import batch_status
-from jury.worker.gating import Deferred, GatedCall, endpoint_rate_key, holding_slot, rate_key
-from jury.worker.judging import ReplyLike
-from jury.worker.llm_client import header_duration
-from jury.worker.ratelimit import (
+from jury.worker.calls.llm_client import header_duration
+from jury.worker.judging.judge_calls import ReplyLike
+from jury.worker.limits.gating import Deferred, GatedCall, endpoint_rate_key, holding_slot, rate_key
+from jury.worker.limits.ratelimit import (
     BUSY,
     COOLING,
     MIN_PACE,
@@ -40,7 +40,7 @@ from jury.worker.ratelimit import (
     Permit,
     RateLimiter,
 )
-from jury.worker.ratelimit_redis import RedisRateLimiter, model_keys
+from jury.worker.limits.redis_limiter import RedisRateLimiter, model_keys
 from tests.conftest import LIMITER_HORIZON_S, ROOT, FakeClock
 from tests.test_pipeline import write_batch
 
@@ -232,8 +232,8 @@ def test_a_freed_slot_goes_to_the_first_in_line(redis_url: str) -> None:
 
 SHARE_SCRIPT = """
 import json, sys, time, redis
-from jury.worker.ratelimit import Limits
-from jury.worker.ratelimit_redis import RedisRateLimiter
+from jury.worker.limits.ratelimit import Limits
+from jury.worker.limits.redis_limiter import RedisRateLimiter
 client = redis.Redis.from_url(sys.argv[1])
 limiter = RedisRateLimiter(client, horizon_s=30, prefix=sys.argv[2])
 starts = []
@@ -277,8 +277,8 @@ def test_cool_down_reaches_another_process(redis_url: str) -> None:
     RedisRateLimiter(redis.Redis.from_url(redis_url), 1.0, prefix=prefix).cool_down("m", 3.0)
     script = (
         "import sys, redis\n"
-        "from jury.worker.ratelimit import Limits\n"
-        "from jury.worker.ratelimit_redis import RedisRateLimiter\n"
+        "from jury.worker.limits.ratelimit import Limits\n"
+        "from jury.worker.limits.redis_limiter import RedisRateLimiter\n"
         "limiter = RedisRateLimiter(redis.Redis.from_url(sys.argv[1]), 1.0, prefix=sys.argv[2])\n"
         "permit = limiter.reserve('m', Limits(), 1, 'x')\n"
         "print(permit.granted, permit.wait_s)\n"

@@ -12,13 +12,13 @@ from pathlib import Path
 import pytest
 
 from bench.common import simulator_stats
-from jury.producer.services import ManagedProcess
+from jury.local.services import ManagedProcess
 from jury.schemas.batch import Judge
 from jury.schemas.pairwise import PairJudgment
 from jury.schemas.results import CellSample, SampleResult
-from jury.schemas.settings import Settings
 from jury.schemas.status import BatchState
 from jury.schemas.tasks import CellRef
+from jury.settings import Settings
 from jury.store.cache import (
     CacheEntry,
     count_cached_answers,
@@ -30,7 +30,7 @@ from jury.store.cells import iter_verdicts
 from jury.store.engine import session_factory
 from jury.store.repository import batch_status
 from jury.store.samples import list_samples
-from jury.worker.cache import COLD_RECHECK_S, ResultCache
+from jury.worker.judging.result_cache import COLD_RECHECK_S, ResultCache
 from tests.test_pipeline import ITEMS, run_batch, write_batch
 
 pytestmark = pytest.mark.integration

@@ -11,9 +11,9 @@ import pytest
 import redis
 from click.testing import CliRunner
 
-from jury.producer.cli import jury as cli
-from jury.producer.services import ManagedProcess
-from jury.worker.llm_client import classify_error
+from jury.cli.main import jury as cli
+from jury.local.services import ManagedProcess
+from jury.worker.calls.llm_client import classify_error
 from tests.conftest import WorkerStarter, settings_for, worker_env
 from tests.test_cli import jury
 from tests.test_pipeline import write_batch

@@ -13,8 +13,8 @@ import pytest
 import redis
 
 from jury.schemas.batch import Judge
-from jury.worker.gating import GatedCall, rate_key
-from jury.worker.ratelimit import (
+from jury.worker.limits.gating import GatedCall, rate_key
+from jury.worker.limits.ratelimit import (
     GRANTED,
     SEND_SPACING,
     Limits,
@@ -22,7 +22,7 @@ from jury.worker.ratelimit import (
     Permit,
     RateLimiter,
 )
-from jury.worker.ratelimit_redis import RecentMinimum, RedisRateLimiter, model_keys
+from jury.worker.limits.redis_limiter import RecentMinimum, RedisRateLimiter, model_keys
 from tests.conftest import LIMITER_HORIZON_S as HORIZON
 from tests.conftest import FakeClock
 from tests.test_ratelimit import SpentReply

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from jury.producer.services import python_module
+from jury.local.services import python_module
 from tests.simulator_helpers import MESSAGES, REPO_ROOT, SEED, SYSTEM, USER, truth_score
 
 # --- the real server over HTTP ----------------------------------------------------------

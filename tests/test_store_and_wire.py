@@ -9,9 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from jury.producer.loading import load_batch
+from jury.batchfile.loading import load_batch
+from jury.broker.redis_client import BrokerRedis
+from jury.broker.wire import TaskMessageWriter, push_wave
+from jury.local.services import redis_answers, start_embedded_redis
 from jury.producer.publishing import Publisher, all_samples, create_producer_app
-from jury.producer.services import redis_answers, start_embedded_redis
 from jury.producer.submission import submit_batch
 from jury.schemas.batch import BatchConfig, Item
 from jury.schemas.results import CellSample, SampleResult
@@ -19,11 +21,9 @@ from jury.schemas.status import BatchState
 from jury.schemas.tasks import AGGREGATE_TASK, JUDGE_TASK, CellRef, SampleRef
 from jury.store.cells import iter_verdicts, save_cell
 from jury.store.engine import session_factory
-from jury.store.redis_client import BrokerRedis
 from jury.store.repository import add_items, batch_status, create_batch, start_batch
 from jury.store.samples import list_samples, record_samples
-from jury.store.wire import TaskMessageWriter, push_wave
-from jury.worker.aggregation import build_verdict
+from jury.worker.judging.aggregation import build_verdict
 from tests.conftest import queued_messages, settings_for
 
 CONFIG = BatchConfig.model_validate(

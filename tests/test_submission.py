@@ -13,10 +13,10 @@ import pytest
 import redis
 
 from bench.common import simulator_stats
-from jury.producer.services import ManagedProcess, wait_for
-from jury.schemas.settings import Settings
+from jury.local.services import ManagedProcess, wait_for
 from jury.schemas.status import BatchState
 from jury.schemas.tasks import submit_cursor_key
+from jury.settings import Settings
 from jury.store.engine import session_factory
 from jury.store.repository import batch_status
 from tests.conftest import WorkerStarter, queued_messages, settings_for, worker_env

@@ -11,10 +11,10 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from jury.producer.cli import jury
-from jury.producer.overrides import sample_indices
-from jury.producer.services import ManagedProcess
-from jury.schemas.settings import Settings
+from jury.batchfile.overrides import sample_indices
+from jury.cli.main import jury
+from jury.local.services import ManagedProcess
+from jury.settings import Settings
 from jury.store.engine import session_factory
 from jury.store.repository import load_config
 

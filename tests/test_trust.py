@@ -14,9 +14,9 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from jury.producer.cli import jury as cli
-from jury.producer.services import ManagedProcess
-from jury.schemas.settings import Settings
+from jury.cli.main import jury as cli
+from jury.local.services import ManagedProcess
+from jury.settings import Settings
 from jury.simulator.labels import human_score
 from jury.stats.measures import mean_absolute_error
 from tests.conftest import ROOT, SIMULATOR_SEED, worker_env

@@ -11,9 +11,9 @@ import pytest
 from click.testing import CliRunner
 from selenium.webdriver.common.by import By
 
-from jury.producer.cli import jury as cli
-from jury.producer.services import ManagedProcess
-from jury.schemas.settings import Settings
+from jury.cli.main import jury as cli
+from jury.local.services import ManagedProcess
+from jury.settings import Settings
 from tests.browser import chromium_driver, console_errors
 from tests.conftest import worker_env
 from tests.test_trust import labelled_items, submit

@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from jury.producer.cli import jury as cli
-from jury.producer.services import ManagedProcess, start_simulator
-from jury.schemas.settings import Settings
+from jury.cli.main import jury as cli
+from jury.local.services import ManagedProcess, start_simulator
+from jury.settings import Settings
 from tests.conftest import WorkerStarter, settings_for, worker_env
 from tests.test_cli import JURY, jury
 from tests.test_pipeline import write_batch

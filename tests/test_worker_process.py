@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from jury.local.services import ManagedProcess, wait_for
 from jury.producer.publishing import create_producer_app
-from jury.producer.services import ManagedProcess, wait_for
 from tests.conftest import settings_for, stop_workers, worker_env
 
 pytestmark = pytest.mark.integration
@@ -55,7 +55,7 @@ def test_celerys_own_command_line_runs_a_worker(tmp_path: Path, redis_url: str) 
     settings = settings_for(redis_url, f"sqlite:///{tmp_path / 'jury.db'}")
     celery = str(Path(sys.executable).parent / "celery")
     node = f"plain-celery-{settings.queue}@localhost"
-    env = worker_env(settings, CELERY_CUSTOM_WORKER_POOL="jury.worker.pool:EnginePool")
+    env = worker_env(settings, CELERY_CUSTOM_WORKER_POOL="jury.worker.engine.pool:EnginePool")
     log = tmp_path / "celery.log"
     with log.open("wb") as out:
         process = subprocess.Popen(
@@ -83,6 +83,6 @@ def test_celerys_own_command_line_runs_a_worker(tmp_path: Path, redis_url: str) 
         app = create_producer_app(settings)
         wait_for(lambda: bool(app.control.ping(destination=[node], timeout=0.5)), 60, "the worker")
         stats = app.control.inspect(destination=[node], timeout=2).stats() or {}
-        assert stats[node]["pool"]["implementation"] == "jury.worker.pool:EnginePool"
+        assert stats[node]["pool"]["implementation"] == "jury.worker.engine.pool:EnginePool"
     finally:
         stop_workers([worker])

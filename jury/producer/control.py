@@ -6,16 +6,16 @@ from dataclasses import dataclass, field
 
 from celery import Celery
 
+from jury.broker.parking import Parking
+from jury.broker.redis_client import BrokerRedis
 from jury.producer.publishing import Publisher, cell_samples
 from jury.schemas.calls import task_refs
-from jury.schemas.settings import Settings
 from jury.schemas.status import BatchState
 from jury.schemas.tasks import CellRef, GenerationRef, SampleRef, budget_cap_key
+from jury.settings import Settings
 from jury.store.cells import reopen_cells
 from jury.store.generations import ungenerated_refs
 from jury.store.missing import missing_samples
-from jury.store.parking import Parking
-from jury.store.redis_client import BrokerRedis
 from jury.store.repository import (
     batch_status,
     load_config,

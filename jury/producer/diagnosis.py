@@ -17,8 +17,8 @@ from celery import Celery
 from kombu.utils.url import maybe_sanitize_url
 from sqlalchemy.engine import make_url
 
-from jury.schemas.errors import ConfigurationError
-from jury.schemas.settings import Settings, judge_lanes, store_id
+from jury.errors import ConfigurationError
+from jury.settings import Settings, judge_lanes, store_id
 from jury.store.repository import load_config
 from jury.store.sql import Sessions
 

@@ -21,10 +21,10 @@ from rich.table import Table
 from rich.text import Text
 
 from jury.producer.diagnosis import WorkerWatch
-from jury.producer.labelled_records import read_records
 from jury.producer.progress import Progress, RateMeter, describe, measure
-from jury.producer.reporting import print_summary, verdict_table
-from jury.producer.terminal import safe_text
+from jury.results.formats import print_summary, verdict_table
+from jury.results.labelled import read_records
+from jury.results.terminal import safe_text
 from jury.schemas.outcome import failure_paragraph
 from jury.schemas.status import BatchState, BatchStatus, StoredSamples
 from jury.store.inspection import stored_samples

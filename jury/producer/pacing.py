@@ -3,7 +3,7 @@
 A judge with an `rpm` starts at most rpm/60 calls a second across the cluster. Queued all at
 once, a batch's tasks for it would reach the workers in its first seconds, and every one
 whose slot lies beyond the rate horizon would be delivered, prepared and parked again
-(jury.store.parking) to wait for it: thousands of deliveries and rewrites in those seconds,
+(jury.broker.parking) to wait for it: thousands of deliveries and rewrites in those seconds,
 on the CPU that the calls due then need to leave on time (measured with bench/ratelimit: a
 busy start ran the provider at two thirds of its quota for the batch's first seconds, and
 each late send is quota lost for good). So the producer parks them itself, each due half a

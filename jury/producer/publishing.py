@@ -2,7 +2,8 @@
 back-pressure.
 
 The tasks of one cell are the header of its chord, and its body, the `jury.aggregate_cell`
-callback, is sent by the judge task that stores the cell's last sample (jury.worker.pipeline):
+callback, is sent by the judge task that stores the cell's last sample
+(jury.worker.judging.pipeline):
 the barrier counts stored samples, not finished messages, so a message is one small task,
 Redis keeps no chord counters or task results, and a wave of thousands of tasks is one
 MULTI/EXEC.
@@ -16,9 +17,11 @@ from collections.abc import Callable, Iterable
 
 from celery import Celery
 
+from jury.broker.parking import Parking
+from jury.broker.redis_client import BrokerRedis
+from jury.broker.wire import TaskMessageWriter, push_wave, short_task_id
 from jury.producer.pacing import PublicationPace
 from jury.schemas.batch import BatchConfig
-from jury.schemas.settings import Settings, deployment_queues, judge_lanes
 from jury.schemas.tasks import (
     GENERATE_TASK,
     CellRef,
@@ -26,9 +29,7 @@ from jury.schemas.tasks import (
     SampleRef,
     batch_deployment_key,
 )
-from jury.store.parking import Parking
-from jury.store.redis_client import BrokerRedis
-from jury.store.wire import TaskMessageWriter, push_wave, short_task_id
+from jury.settings import Settings, deployment_queues, judge_lanes
 
 __all__ = ["short_task_id"]  # re-exported: tests and benchmarks name tasks with it
 

@@ -20,13 +20,14 @@ from itertools import islice
 from celery import Celery
 from redis.lock import Lock
 
-from jury.producer.loading import BatchSource, load_batch
+from jury.batchfile.loading import BatchSource, load_batch
+from jury.broker.redis_client import BrokerRedis
+from jury.errors import JuryError
 from jury.producer.publishing import Publisher, cell_samples
 from jury.schemas.adaptive import first_round
 from jury.schemas.batch import BatchConfig, Item
 from jury.schemas.calls import task_refs
 from jury.schemas.candidates import source_item_id
-from jury.schemas.errors import JuryError
 from jury.schemas.identifiers import batch_id_problem
 from jury.schemas.item_dimensions import item_dimension_names
 from jury.schemas.status import BatchState
@@ -37,7 +38,6 @@ from jury.schemas.tasks import (
     submit_cursor_key,
     submit_lock_key,
 )
-from jury.store.redis_client import BrokerRedis
 from jury.store.repository import (
     add_items,
     batch_source,

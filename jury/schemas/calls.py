@@ -1,7 +1,7 @@
 """What one judge task asks: the call spec, a value derived from the batch, never a code path.
 
 Every judge task is one (item, dimension, judge, sample) reference and runs one sequence (see
-`jury.worker.pipeline`). What differs between the batch modes is only this spec:
+`jury.worker.judging.pipeline`). What differs between the batch modes is only this spec:
 
 - which dimensions one call scores: the task's own dimension (`per_dimension`), or every
   dimension its item is judged on (`combined`: the task is named by the first of them in the

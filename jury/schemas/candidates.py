@@ -78,7 +78,7 @@ class HTTPCandidate(StrictModel):
     body: Any = Field(default_factory=lambda: {"input": INPUT_MARKER})
     answer_path: str = Field(default="answer", min_length=1)
     timeout_s: float = Field(default=60.0, gt=0, le=600)
-    # Limits of the endpoint's own, cluster-wide as a judge's (jury.worker.ratelimit): a
+    # Limits of the endpoint's own, cluster-wide as a judge's (jury.worker.limits.ratelimit): a
     # service under test is often a staging box that 256 calls per worker would topple.
     rpm: int | None = Field(default=None, gt=0)
     max_in_flight: int | None = Field(default=None, gt=0)

@@ -16,7 +16,7 @@ the panel beside LLM judges and its samples aggregate with theirs:
 
 An import path is code execution: it is read only from the batch file (whoever writes the
 batch file runs code on the workers anyway), never from item data. Pure: the worker applies
-these in jury.worker.heuristics,
+these in jury.worker.judging.heuristics,
 except `resolve_function`, which imports: the worker calls it, and loading checks the path with
 it before anything is enqueued.
 """
@@ -30,7 +30,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from jury.schemas.errors import PermanentJudgeError
+from jury.errors import PermanentJudgeError
 from jury.schemas.strict import StrictModel
 
 MAX_PATTERN_CHARS = 2000

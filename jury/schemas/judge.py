@@ -42,7 +42,7 @@ class Judge(_Strict):
     api_base: str | None = None
     api_key_env: str | None = None
     # An OpenAI-compatible server at `api_base` is called through jury's own HTTP client
-    # (jury.worker.openai_wire, about half LiteLLM's CPU per call); "litellm": through the
+    # (jury.worker.calls.openai_wire, about half LiteLLM's CPU per call); "litellm": through the
     # OpenAI SDK under LiteLLM, as a plain LiteLLM script calls it.
     http_client: Literal["jury", "litellm"] = "jury"
     timeout_s: float = Field(default=60.0, gt=0, le=600)

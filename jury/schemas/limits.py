@@ -12,7 +12,7 @@ from collections.abc import Mapping
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from jury.schemas.errors import ConfigurationError
+from jury.errors import ConfigurationError
 
 MIB = 1024 * 1024
 

@@ -14,7 +14,7 @@ from typing import NamedTuple, TypeVar
 
 from pydantic import BaseModel
 
-from jury.schemas.errors import PermanentJudgeError
+from jury.errors import PermanentJudgeError
 
 PLACEHOLDER = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 # Secrets shorter than this are not redacted from error messages: they would match by chance.

@@ -106,7 +106,7 @@ class DimensionRecords:
 
 
 class TrustRecords:
-    """Records in, per dimension; `jury.schemas.trust_analysis.trust_report` reads them."""
+    """Records in, per dimension; `jury.analysis.trust.trust_report` reads them."""
 
     def __init__(self) -> None:
         self.dimensions: dict[str, DimensionRecords] = {}

@@ -26,7 +26,8 @@ _SCALE = re.compile(
 # forged `</data-abc>` inside the data cannot end it early.
 _DATA_BLOCK = re.compile(r"<data-([0-9a-fA-F]+)>(.*?)</data-\1>", re.DOTALL)
 _OUTPUT_FIELD = re.compile(r"<output>(.*?)</output>", re.DOTALL)
-# How jury asks for a pass vote, and for true/false/uncertain (jury.worker.prompt_templates).
+# How jury asks for a pass vote, and for true/false/uncertain
+# (jury.worker.judging.prompt_templates).
 VOTE_MARK = '"pass": <true'
 TRUE_FALSE_MARK = '"answer": "<true, false or uncertain>"'
 
@@ -42,7 +43,7 @@ class JudgePrompt:
     high: float
     data: str  # Everything inside the data blocks: untrusted text.
     output_text: str  # The `<output>` field, or the whole data block when it has none.
-    # What the prompt asks beyond a score (jury.worker.prompt_templates): a pass vote, and
+    # What the prompt asks beyond a score (jury.worker.judging.prompt_templates): a pass vote, and
     # true/false/uncertain instead of a score (read on 0..2: false, uncertain, true).
     vote: bool = False
     true_false: bool = False

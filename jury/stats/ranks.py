@@ -1,4 +1,4 @@
-"""Ranks and Spearman's rank correlation (moved here from jury.schemas.agreement, which
+"""Ranks and Spearman's rank correlation (moved here from jury.analysis.agreement, which
 re-exports them, so that every statistic of jury.stats is a leaf importing nothing of ours)."""
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ from sqlalchemy import Connection, Engine, create_engine, event, inspect, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
 
-from jury.schemas.errors import ConfigurationError
+from jury.errors import ConfigurationError
 from jury.store.models import Base
 
 # How long a SQLite writer waits for another process's write lock before giving up.

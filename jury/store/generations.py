@@ -14,9 +14,9 @@ from dataclasses import asdict, dataclass
 
 from sqlalchemy import delete, select
 
+from jury.errors import UnknownBatchError
 from jury.schemas.batch import Item
 from jury.schemas.candidates import judged_item_ids, outputs_of, source_item_id
-from jury.schemas.errors import UnknownBatchError
 from jury.schemas.tasks import GenerationRef
 from jury.store.engine import write_transaction
 from jury.store.models import GeneratedItemRow, GenerationRow, ItemRow

@@ -8,8 +8,8 @@ from typing import Any
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
+from jury.errors import BatchExistsError, UnknownBatchError
 from jury.schemas.batch import BatchConfig, Item
-from jury.schemas.errors import BatchExistsError, UnknownBatchError
 from jury.schemas.status import BatchState, BatchStatus
 from jury.store.engine import write_transaction
 from jury.store.models import BatchRow, EscalationRow, ItemRow, utcnow

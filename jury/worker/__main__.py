@@ -7,8 +7,8 @@ import os
 import sys
 
 from jury._version import version_line
-from jury.schemas.errors import JuryError
-from jury.schemas.settings import ENGINE_POOL, Settings
+from jury.errors import JuryError
+from jury.settings import ENGINE_POOL, Settings
 
 # How long a thread keeps the GIL before another that waits for it may take it. A worker's
 # event loop does nearly all of its work; the consumer, store and completion threads wait on
@@ -30,7 +30,7 @@ def main(argv: list[str]) -> int:
     if pool == ENGINE_POOL:
         # Celery's documented hook for a pool of one's own (celery/concurrency/__init__.py),
         # read when celery.concurrency is first imported: before the app is built.
-        os.environ["CELERY_CUSTOM_WORKER_POOL"] = "jury.worker.pool:EnginePool"
+        os.environ["CELERY_CUSTOM_WORKER_POOL"] = "jury.worker.engine.pool:EnginePool"
         pool = "custom"
     from jury.worker.app import create_worker_app
 
@@ -41,7 +41,7 @@ def main(argv: list[str]) -> int:
     logging.getLogger("celery.worker.strategy").setLevel(logging.WARNING)
     # Load litellm before taking tasks, so the first judgments do not pay for the import.
     try:
-        import jury.worker.llm_client  # noqa: F401
+        import jury.worker.calls.llm_client  # noqa: F401
     except JuryError as exc:
         print(f"jury worker: {exc}", file=sys.stderr)
         return 2

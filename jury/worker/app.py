@@ -15,12 +15,12 @@ from celery.signals import (
     worker_shutdown,
 )
 
-from jury.schemas.settings import ENGINE_POOL, Settings
-from jury.store.redis_client import BrokerRedis
-from jury.worker.broker_transport import worker_transport
-from jury.worker.housekeeping import Housekeeper
-from jury.worker.liveness import HeldMessages
-from jury.worker.queues import BrokerQueues
+from jury.broker.redis_client import BrokerRedis
+from jury.broker.transport import worker_transport
+from jury.settings import ENGINE_POOL, Settings
+from jury.worker.engine.housekeeping import Housekeeper
+from jury.worker.engine.liveness import HeldMessages
+from jury.worker.engine.queues import BrokerQueues
 from jury.worker.runtime import WorkerRuntime
 from jury.worker.tasks import register_tasks
 

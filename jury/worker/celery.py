@@ -5,13 +5,13 @@ here from the JURY_* environment when Celery imports it. `jury worker` is the us
 a worker: it also picks jury's engine pool and this deployment's queues, which with Celery's
 command line are given by hand:
 
-    CELERY_CUSTOM_WORKER_POOL=jury.worker.pool:EnginePool \\
+    CELERY_CUSTOM_WORKER_POOL=jury.worker.engine.pool:EnginePool \\
         celery -A jury.worker worker --pool custom --queues jury,jury.lane0,…,jury.lane7
 """
 
 from __future__ import annotations
 
-from jury.schemas.settings import Settings
+from jury.settings import Settings
 from jury.worker.app import create_worker_app
 
 app = create_worker_app(Settings.from_env())

@@ -1,6 +1,7 @@
 """What a worker process holds once it has started: the store, caches, the budget meter, the
 rate limiter, the LLM call and its event loop. Built from Settings once per process and
-injected into the pipeline (jury.worker.pipeline), the chord callback (jury.worker.aggregate)
+injected into the pipeline (jury.worker.judging.pipeline), the chord callback
+(jury.worker.judging.cell_verdict)
 and the sweeper; the Celery tasks are thin adapters onto those.
 """
 
@@ -18,13 +19,13 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
+from jury.broker.parking import LINES_KEY
+from jury.broker.redis_client import BrokerRedis
 from jury.schemas.batch import BatchConfig, Item, Judge
-from jury.schemas.settings import Settings, judge_lanes
 from jury.schemas.status import BatchState
 from jury.schemas.tasks import SampleRef
+from jury.settings import Settings, judge_lanes
 from jury.store.engine import session_factory
-from jury.store.parking import LINES_KEY
-from jury.store.redis_client import BrokerRedis
 from jury.store.repository import (
     batch_state,
     item_positions,
@@ -34,14 +35,14 @@ from jury.store.repository import (
     stop_running_batch,
 )
 from jury.store.samples import stored_cost
-from jury.worker.budget import BudgetMeter
-from jury.worker.cache import ResultCache
-from jury.worker.gating import GatedCall, never
-from jury.worker.grouping import Grouped
-from jury.worker.judging import CallJudge, RetryPolicy
-from jury.worker.loop import EventLoopThread
-from jury.worker.queues import TaskQueues
-from jury.worker.ratelimit_redis import RedisRateLimiter
+from jury.worker.engine.grouping import Grouped
+from jury.worker.engine.loop import EventLoopThread
+from jury.worker.engine.queues import TaskQueues
+from jury.worker.judging.judge_calls import CallJudge, RetryPolicy
+from jury.worker.judging.result_cache import ResultCache
+from jury.worker.limits.budget import BudgetMeter
+from jury.worker.limits.gating import GatedCall, never
+from jury.worker.limits.redis_limiter import RedisRateLimiter
 
 log = logging.getLogger("jury.worker")
 T = TypeVar("T")
@@ -57,7 +58,7 @@ CONFIG_CACHE_SIZE = 64
 # A cancelled batch is noticed within this many seconds by every worker.
 STATE_TTL_S = 2.0
 # Threads that run the store's (blocking) SQL for the event loop. One: the store work comes in
-# groups (jury.worker.grouping), SQLite takes one writer at a time anyway, and each more
+# groups (jury.worker.engine.grouping), SQLite takes one writer at a time anyway, and each more
 # thread took the GIL from the loop more often (4 threads: 8.9 ms of CPU per judgment, 1: 8.4,
 # bench/throughput on a loaded 2-core machine).
 STORE_THREADS = 1
@@ -110,7 +111,7 @@ class WorkerRuntime:
         self.waits_at_send: Callable[[Judge], bool] = never
         if call is None:
             # Imports litellm: once, at first use.
-            from jury.worker.llm_client import complete, waits_at_send, warm_up
+            from jury.worker.calls.llm_client import complete, waits_at_send, warm_up
 
             call, self.waits_at_send = complete, waits_at_send
             started = time.perf_counter()
@@ -159,7 +160,7 @@ class WorkerRuntime:
         operation: Callable[[WorkerRuntime, Sequence[Any]], Awaitable[list[Any]]],
         linger_s: float = 0.0,
     ) -> Grouped[Any, Any]:
-        """The process's group-commit queue for a store operation (jury.worker.grouping)."""
+        """The process's group-commit queue for a store operation (jury.worker.engine.grouping)."""
         group = self._groups.get(operation)
         if group is None:
             run = functools.partial(operation, self)
@@ -272,7 +273,7 @@ class WorkerRuntime:
     def close(self) -> None:
         # The HTTP session of jury's client, if a call made one (not imported otherwise: it
         # imports LiteLLM, which a runtime with a call of its own never needs).
-        wire = sys.modules.get("jury.worker.openai_wire")
+        wire = sys.modules.get("jury.worker.calls.openai_wire")
         if wire is not None:
             try:
                 self.loop.submit(wire.close_session()).result(CLOSE_TIMEOUT_S)

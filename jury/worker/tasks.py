@@ -1,17 +1,18 @@
 """The Celery tasks: thin adapters from JSON arguments to the pipeline and the callback.
 
 - `jury.judge_sample(batch, item, dimension, judge, sample)`: one judge task
-  (jury.worker.pipeline). Its result is the score it stored (a score per dimension for a
+  (jury.worker.judging.pipeline). Its result is the score it stored (a score per dimension for a
   combined task); a task whose sample was stored as failed ends in FAILURE with the error's
   kind and message (an expected error: logged without a traceback, acknowledged, never
-  redelivered); a task that must wait is parked (jury.store.parking) and ends this delivery in
+  redelivered); a task that must wait is parked (jury.broker.parking) and ends this delivery in
   RETRY, holding nothing.
 - `jury.aggregate_cell(batch, item, dimension)`: a cell's chord callback
-  (jury.worker.aggregate); its result is the verdict's final score and consensus.
+  (jury.worker.judging.cell_verdict); its result is the verdict's final score and consensus.
 - `jury.generate_output(batch, item, candidate)`: one candidate's answer to one item's input,
-  then the item's judge tasks once its last candidate has answered (jury.worker.generation).
+  then the item's judge tasks once its last candidate has answered (jury.worker.judging.generation).
 
-Each task has an async body (`engine_body`) that jury's engine pool (jury.worker.pool) runs on
+Each task has an async body (`engine_body`) that jury's engine pool (jury.worker.engine.pool) runs
+on
 the worker's event loop; the task function itself only hands the body's outcome to Celery's
 tracer. Under another pool (threads, prefork, solo) the task function runs the body itself.
 """
@@ -28,9 +29,8 @@ from typing import Any
 from celery import Celery, Task
 from celery.exceptions import Retry
 
-from jury.schemas.errors import JudgmentFailed, JuryError
+from jury.errors import JudgmentFailed, JuryError
 from jury.schemas.results import CellSample
-from jury.schemas.settings import judge_lanes
 from jury.schemas.tasks import (
     AGGREGATE_TASK,
     GENERATE_TASK,
@@ -39,15 +39,16 @@ from jury.schemas.tasks import (
     GenerationRef,
     SampleRef,
 )
-from jury.worker.aggregate import AggregateOutcome, CellIncomplete, aggregate_cells
-from jury.worker.gating import Deferred
-from jury.worker.generation import generate_task
-from jury.worker.pipeline import SamplesNotStored, TaskOutcome, judge_task
-from jury.worker.pool import OUTCOMES
+from jury.settings import judge_lanes
+from jury.worker.engine.pool import OUTCOMES
+from jury.worker.judging.cell_verdict import AggregateOutcome, CellIncomplete, aggregate_cells
+from jury.worker.judging.generation import generate_task
+from jury.worker.judging.pipeline import SamplesNotStored, TaskOutcome, judge_task
+from jury.worker.limits.gating import Deferred
 from jury.worker.runtime import WorkerRuntime
 
 log = logging.getLogger("jury.worker")
-# A cell's callback waits this long for others to aggregate with it (jury.worker.grouping):
+# A cell's callback waits this long for others to aggregate with it (jury.worker.engine.grouping):
 # callbacks come one per several judge tasks, so alone they met in groups of about two
 # (bench/throughput), each group paying its own reads, transaction and progress update; with
 # this wait, groups of four to six. A verdict written 0.1 s later changes nothing for anyone.

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from jury.producer.cli import jury
+from jury.cli.main import jury
 
 CaseRun = Callable[[Path], None]  # does the hostile thing in a folder; raises if not as expected
 

@@ -14,9 +14,9 @@ from pathlib import Path
 
 from rich.console import Console
 
-from jury.producer.loading import load_batch
-from jury.producer.reporting import verdict_table
-from jury.producer.terminal import safe_text
+from jury.batchfile.loading import load_batch
+from jury.results.formats import verdict_table
+from jury.results.terminal import safe_text
 from jury.schemas.results import ConsensusMetrics, JudgeEvaluation, Level, Verdict
 from tests.adversarial.cases import (
     PANEL,

@@ -10,13 +10,13 @@ import os
 import time
 from pathlib import Path
 
+from jury.errors import ScoreParseError
 from jury.schemas.batch import Dimension, Item, Judge, Scale
-from jury.schemas.errors import ScoreParseError
 from jury.schemas.results import SampleResult
 from jury.simulator.hostile import HOSTILE_REASONING
-from jury.worker.judging import RetryPolicy, judge_call, task_messages
-from jury.worker.llm_client import complete
-from jury.worker.parsing import parse_score
+from jury.worker.calls.llm_client import complete
+from jury.worker.judging.judge_calls import RetryPolicy, judge_call, task_messages
+from jury.worker.judging.parsing import parse_score
 from tests.adversarial.cases import case
 
 FIVE = Scale(min=1, max=5)

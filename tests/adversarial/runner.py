@@ -15,7 +15,7 @@ import time
 import tracemalloc
 from pathlib import Path
 
-from jury.producer.services import start_simulator
+from jury.local.services import start_simulator
 from jury.simulator.hostile import hostile_options
 from tests.adversarial.cases import CASES
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from bench.real_server import SERVER_PYTHON_ENV, start_llama_server
-from jury.producer.services import ManagedProcess
+from jury.local.services import ManagedProcess
 
 if not os.environ.get(SERVER_PYTHON_ENV):
     collect_ignore_glob = ["test_*.py"]

@@ -9,7 +9,7 @@ from pydantic import ValidationError
 
 from jury.schemas.adaptive import escalation, first_round, first_round_panel, is_uncertain
 from jury.schemas.batch import Aggregation, BatchConfig
-from jury.worker.aggregation import build_verdict
+from jury.worker.judging.aggregation import build_verdict
 from tests.sample_helpers import RELEVANCE, failed, judge, scored
 
 

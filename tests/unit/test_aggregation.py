@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from jury.producer.loading import load_batch
+from jury.batchfile.loading import load_batch
+from jury.errors import BatchFileError
 from jury.schemas.batch import Aggregation
-from jury.schemas.errors import BatchFileError
 from jury.schemas.results import Level
-from jury.worker.aggregation import (
+from jury.worker.judging.aggregation import (
     aggregate_across_models,
     aggregate_within_model,
     build_verdict,

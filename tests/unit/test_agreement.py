@@ -15,14 +15,14 @@ import numpy as np
 import pytest
 from rich.console import Console
 
-from jury.producer.reporting import Summary, print_summary, write_json
-from jury.schemas.agreement import (
+from jury.analysis.agreement import (
     AgreementAccumulator,
     AlphaLevel,
     batch_agreement,
     krippendorff_alpha,
     spearman,
 )
+from jury.results.formats import Summary, print_summary, write_json
 from jury.schemas.results import ConsensusMetrics, JudgeEvaluation, Level, Verdict
 from jury.schemas.status import BatchState, BatchStatus
 

@@ -9,14 +9,14 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from jury.producer.planning import plan_batch
+from jury.batchfile.planning import plan_batch
+from jury.errors import JudgeCallError
 from jury.schemas.batch import BatchConfig, Judge
-from jury.schemas.errors import JudgeCallError
 from jury.schemas.provider_batches import batch_prices, custom_id
 from jury.store.engine import session_factory
 from jury.store.models import BatchRow
 from jury.store.provider_batches import claim_requests, mark_done, record_requests
-from jury.worker.batch_lines import BatchReply, read_line
+from jury.worker.calls.batch_lines import BatchReply, read_line
 
 MESSAGES = [{"role": "user", "content": "x" * 40}]
 
@@ -141,10 +141,10 @@ def test_a_batch_line_is_the_call_a_live_task_makes(
 
     from jury.schemas.batch import Dimension
     from jury.schemas.calls import CallSpec
-    from jury.worker import llm_client
-    from jury.worker.batch_client import Endpoint, request_line
-    from jury.worker.judging import RetryPolicy, judge_call
-    from jury.worker.provider_batches import ProviderBatches
+    from jury.worker.calls import llm_client
+    from jury.worker.calls.batch_client import Endpoint, request_line
+    from jury.worker.calls.provider_batches import ProviderBatches
+    from jury.worker.judging.judge_calls import RetryPolicy, judge_call
 
     sent: list[dict[str, Any]] = []
 

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from jury.producer.loading import load_batch
+from jury.batchfile.loading import load_batch
+from jury.errors import BatchFileError
 from jury.schemas.batch import BatchConfig, Item
 from jury.schemas.candidates import (
     AnswerNotFound,
@@ -24,7 +25,6 @@ from jury.schemas.candidates import (
     parse_answer_path,
     source_item_id,
 )
-from jury.schemas.errors import BatchFileError
 
 BASE = {"judges": ["openai/gpt-4o-mini"], "dimensions": ["relevance"]}
 
@@ -190,7 +190,7 @@ def test_an_llm_candidate_litellm_cannot_route_is_refused_at_loading(tmp_path: P
 def test_the_dry_run_plan_counts_the_generation_calls(tmp_path: Path) -> None:
     """A call per (input, candidate) before the judging, priced where LiteLLM prices the model;
     the judges' prompts grow by the outputs they will read."""
-    from jury.producer.planning import plan_batch
+    from jury.batchfile.planning import plan_batch
 
     candidates = [
         {"name": "a", "model": "openai/gpt-4o-mini", "max_tokens": 100},

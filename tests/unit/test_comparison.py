@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from jury.schemas.comparison import BatchUsage, DimensionCorrelations, compare_batches
+from jury.analysis.comparison import BatchUsage, DimensionCorrelations, compare_batches
 from jury.schemas.results import ConsensusMetrics, Level, SampleResult, Verdict
 
 

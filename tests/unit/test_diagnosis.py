@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from jury.producer.diagnosis import NO_WORKER_AFTER_S, Where, WorkerView, WorkerWatch, diagnose
-from jury.schemas.settings import Settings
+from jury.settings import Settings
 
 SETTINGS = Settings(
     broker_url="redis://:hunter2@redis-host:6379/0",

@@ -14,7 +14,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from jury.schemas.candidates import HTTPCandidate
-from jury.worker.endpoint_client import ask_endpoint
+from jury.worker.calls.endpoint_client import ask_endpoint
 
 REPLIES = {
     "/ok": (200, b'{"out": [{"text": "Ten days."}]}'),

@@ -1,4 +1,4 @@
-"""Group commit (jury.worker.grouping): items submitted while a group waits or runs go
+"""Group commit (jury.worker.engine.grouping): items submitted while a group waits or runs go
 together; a lingering group waits for more items, a plain one does not."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 
-from jury.worker.grouping import Grouped
+from jury.worker.engine.grouping import Grouped
 
 
 class Recorder:

@@ -12,13 +12,13 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from jury.producer.loading import load_batch
-from jury.producer.planning import budget_problems, plan_batch
+from jury.batchfile.loading import load_batch
+from jury.batchfile.planning import budget_problems, plan_batch
+from jury.errors import BatchFileError
 from jury.schemas.batch import BatchConfig, Dimension, Item, Judge
-from jury.schemas.errors import BatchFileError
 from jury.schemas.heuristics import heuristic_problems
 from jury.schemas.results import CellSample
-from jury.worker.heuristics import heuristic_samples, heuristic_score, measure
+from jury.worker.judging.heuristics import heuristic_samples, heuristic_score, measure
 
 FNS = "tests.heuristic_functions"
 RELEVANCE = Dimension.model_validate("relevance")  # built-in, 1..5

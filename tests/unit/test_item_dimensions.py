@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from jury.producer.planning import plan_batch
+from jury.batchfile.planning import plan_batch
 from jury.schemas.batch import BatchConfig, Item
 from jury.schemas.calls import call_spec, task_refs
 from jury.schemas.item_dimensions import ItemDimensions, item_dimension_names, n_cells

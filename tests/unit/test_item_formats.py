@@ -14,8 +14,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from jury.producer.loading import load_batch
-from jury.schemas.errors import BatchFileError
+from jury.batchfile.loading import load_batch
+from jury.errors import BatchFileError
 
 ROWS = [
     {"qid": "q1", "question": "How do I reset it?", "answer": "Use the link.", "team": "a"},

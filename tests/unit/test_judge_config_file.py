@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from jury.producer.loading import load_batch
-from jury.producer.overrides import SubmitOptions
-from jury.schemas.errors import BatchFileError
+from jury.batchfile.loading import load_batch
+from jury.batchfile.overrides import SubmitOptions
+from jury.errors import BatchFileError
 
 # The plan's JUDGE_CONFIG, as written (Phase 6.2).
 JUDGE_CONFIG = {
@@ -84,7 +84,7 @@ def test_a_missing_or_malformed_config_is_named(tmp_path: Path) -> None:
 def test_the_plan_report_record(tmp_path: Path) -> None:
     """Phase 6.4's record, rebuilt from its samples by the batch the plan's config loads."""
     from jury.schemas.results import SampleResult
-    from jury.worker.aggregation import build_verdict
+    from jury.worker.judging.aggregation import build_verdict
 
     path = _batch(
         tmp_path,

@@ -15,10 +15,10 @@ import pytest
 from pydantic import ValidationError
 from sqlalchemy import inspect
 
-from jury.producer.csv_records import csv_columns, record_row
-from jury.producer.report_records import vote_summary
+from jury.errors import ScoreParseError
+from jury.results.csv_records import csv_columns, record_row
+from jury.results.html.records import vote_summary
 from jury.schemas.batch import Aggregation, BatchConfig, Dimension, Item
-from jury.schemas.errors import ScoreParseError
 from jury.schemas.judge_prompts import normalised, pass_vote
 from jury.schemas.results import SampleResult
 from jury.simulator.answers import render_asked
@@ -26,12 +26,12 @@ from jury.simulator.modes import answer_mode_prompt, read_mode_prompt
 from jury.simulator.personas import PERSONAS
 from jury.simulator.prompt_reading import messages_text, read_prompt
 from jury.store.engine import dispose_all, get_engine
-from jury.worker.aggregation import build_verdict, cell_pass_vote
-from jury.worker.answer_forms import parse_templated, parse_true_false, parse_vote
-from jury.worker.judging import task_messages
-from jury.worker.parsing import ParsedScore, VotedScore, parse_answer
-from jury.worker.prompt_templates import Asking, asking_of, render_template
-from jury.worker.prompts import call_messages
+from jury.worker.judging.aggregation import build_verdict, cell_pass_vote
+from jury.worker.judging.answer_forms import parse_templated, parse_true_false, parse_vote
+from jury.worker.judging.judge_calls import task_messages
+from jury.worker.judging.parsing import ParsedScore, VotedScore, parse_answer
+from jury.worker.judging.prompt_templates import Asking, asking_of, render_template
+from jury.worker.judging.prompts import call_messages
 
 TONE = Dimension(name="tone", description="Is it kind?", scale={"min": 1, "max": 10})
 ITEM = Item(

@@ -12,12 +12,12 @@ from dataclasses import dataclass
 
 import pytest
 
+from jury.errors import PermanentJudgeError, TransientJudgeError
 from jury.schemas.batch import Dimension, Item, Judge
 from jury.schemas.calls import Order
-from jury.schemas.errors import PermanentJudgeError, TransientJudgeError
 from jury.schemas.results import CellSample, SampleResult
-from jury.worker.judging import RetryPolicy, judge_call, task_messages
-from jury.worker.prompts import build_messages
+from jury.worker.judging.judge_calls import RetryPolicy, judge_call, task_messages
+from jury.worker.judging.prompts import build_messages
 
 JUDGE = Judge(model="openai/gpt-4o-mini", name="mini", n=3)
 DIMENSION = Dimension.model_validate("relevance")

@@ -8,11 +8,11 @@ from collections.abc import Sequence
 
 import pytest
 
+from jury.errors import PermanentJudgeError, TransientJudgeError
 from jury.schemas.batch import Dimension, Item, Judge, Scale
 from jury.schemas.calls import Order
-from jury.schemas.errors import PermanentJudgeError, TransientJudgeError
 from jury.schemas.results import CellSample
-from jury.worker.judging import CallTally, RetryPolicy
+from jury.worker.judging.judge_calls import CallTally, RetryPolicy
 from tests.unit.test_judging import FakeCall, Reply, Sleeps, judge_samples, policy
 
 JUDGE = Judge(model="openai/gpt-4o-mini", name="mini", n=2)

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from jury.producer.loading import load_batch
+from jury.batchfile.loading import load_batch
+from jury.errors import BatchFileError
 from jury.schemas.batch import PROVIDER_DEFAULT_MODELS
-from jury.schemas.errors import BatchFileError
 from jury.schemas.placeholders import expand_fields
 
 DATA = Path(__file__).resolve().parent.parent / "data"

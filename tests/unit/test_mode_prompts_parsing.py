@@ -7,10 +7,10 @@ import re
 
 import pytest
 
+from jury.errors import ScoreParseError
 from jury.schemas.batch import Dimension, Item, Scale
-from jury.schemas.errors import ScoreParseError
-from jury.worker.parsing import ParsedPair, ParsedScore, parse_combined, parse_pair
-from jury.worker.prompts import combined_messages, pairwise_messages
+from jury.worker.judging.parsing import ParsedPair, ParsedScore, parse_combined, parse_pair
+from jury.worker.judging.prompts import combined_messages, pairwise_messages
 
 RELEVANCE = Dimension.model_validate("relevance")
 TONE = Dimension(name="tone", description="Is it\nkind?", scale=Scale(min=1, max=10))

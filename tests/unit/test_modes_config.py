@@ -11,11 +11,11 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from jury.producer.loading import load_batch
-from jury.producer.planning import plan_batch
+from jury.batchfile.loading import load_batch
+from jury.batchfile.planning import plan_batch
+from jury.errors import BatchFileError
 from jury.schemas.batch import BatchConfig, Item
 from jury.schemas.calls import CallSpec, call_spec, task_refs
-from jury.schemas.errors import BatchFileError
 from jury.schemas.tasks import SampleRef
 
 JUDGES = [{"model": "openai/gpt-4o-mini", "n": 3}, {"model": "openai/balanced", "n": 2}]

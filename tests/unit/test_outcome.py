@@ -3,7 +3,7 @@ about each failing judge."""
 
 from __future__ import annotations
 
-from jury.producer.planning import budget_problems, plan_batch
+from jury.batchfile.planning import budget_problems, plan_batch
 from jury.schemas.batch import BatchConfig
 from jury.schemas.outcome import (
     JudgeFailures,
@@ -11,8 +11,8 @@ from jury.schemas.outcome import (
     batch_outcome,
     failure_paragraph,
 )
-from jury.schemas.settings import store_id
 from jury.schemas.status import BatchState
+from jury.settings import store_id
 
 
 def test_every_verdict_without_a_score_is_failed() -> None:

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from jury.producer.loading import load_batch
-from jury.schemas.errors import BatchFileError
+from jury.batchfile.loading import load_batch
+from jury.errors import BatchFileError
 from jury.schemas.output_sets import OutputRankings, expand_outputs, pair_names, pair_of
 from jury.schemas.pairwise import PairwiseOutcome, winner_of
 

@@ -6,13 +6,13 @@ from typing import Any
 
 import pytest
 
-from jury.producer.overrides import (
+from jury.batchfile.overrides import (
     SubmitOptions,
     apply_overrides,
     parse_override,
     sample_indices,
 )
-from jury.schemas.errors import JuryError
+from jury.errors import JuryError
 
 
 def _doc() -> dict[str, Any]:

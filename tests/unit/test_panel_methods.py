@@ -6,12 +6,12 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from jury.producer.csv_records import csv_columns, record_row
-from jury.producer.labelled_records import with_aggregations
+from jury.results.csv_records import csv_columns, record_row
+from jury.results.labelled import with_aggregations
 from jury.schemas.batch import Aggregation, BatchConfig
 from jury.schemas.results import SampleResult
 from jury.stats.panel import ACROSS_MODELS, side_by_side
-from jury.worker.aggregation import build_verdict
+from jury.worker.judging.aggregation import build_verdict
 
 
 def _config(**aggregation: object) -> BatchConfig:

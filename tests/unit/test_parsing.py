@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from jury.errors import ScoreParseError, TransientJudgeError
 from jury.schemas.batch import Scale
-from jury.schemas.errors import ScoreParseError, TransientJudgeError
 from jury.schemas.results import MAX_REASONING_CHARS
-from jury.worker.parsing import parse_score
+from jury.worker.judging.parsing import parse_score
 
 FIVE = Scale(min=1, max=5)
 TEN = Scale(min=0, max=10)

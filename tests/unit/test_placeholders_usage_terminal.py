@@ -10,9 +10,9 @@ import pytest
 from rich.console import Console
 from rich.table import Table
 
-from jury.producer.terminal import safe_text
+from jury.errors import PermanentJudgeError, TransientJudgeError
+from jury.results.terminal import safe_text
 from jury.schemas.batch import Judge
-from jury.schemas.errors import PermanentJudgeError, TransientJudgeError
 from jury.schemas.placeholders import (
     PlaceholderError,
     call_settings,
@@ -20,7 +20,7 @@ from jury.schemas.placeholders import (
     expand_text,
     redact,
 )
-from jury.worker.usage import checked_cost, checked_usage
+from jury.worker.calls.usage import checked_cost, checked_usage
 
 ENV = {"HOST": "judge.example", "KEY": "sk-secret-123456", "WHICH": "MY_KEY", "TAG": "t1"}
 

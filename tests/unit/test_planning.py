@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from jury.producer.model_catalog import model_prices, model_problem, price_map
-from jury.producer.planning import CHARS_PER_TOKEN, EXPECTED_COMPLETION_TOKENS, plan_batch
+from jury.batchfile.model_catalog import model_prices, model_problem, price_map
+from jury.batchfile.planning import CHARS_PER_TOKEN, EXPECTED_COMPLETION_TOKENS, plan_batch
 from jury.schemas.batch import BatchConfig
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -107,8 +107,8 @@ def test_price_map_is_the_litellm_backup_file() -> None:
 def test_planning_does_not_import_litellm() -> None:
     script = (
         "import sys\n"
-        "from jury.producer.model_catalog import model_problem, model_prices\n"
-        "from jury.producer.planning import plan_batch\n"
+        "from jury.batchfile.model_catalog import model_problem, model_prices\n"
+        "from jury.batchfile.planning import plan_batch\n"
         "assert model_problem('nosuchprovider/x') is not None\n"
         "from jury.schemas.batch import BatchConfig\n"
         "config = BatchConfig.model_validate("

@@ -7,9 +7,9 @@ from types import SimpleNamespace
 
 import pytest
 
-import jury.worker.prompts as prompts
+import jury.worker.judging.prompts as prompts
 from jury.schemas.batch import Dimension, Item, Scale
-from jury.worker.prompts import build_messages, data_nonce
+from jury.worker.judging.prompts import build_messages, data_nonce
 
 RELEVANCE = Dimension.model_validate("relevance")
 FENCE = re.compile(r"<data-([0-9a-z]+)>")

@@ -5,8 +5,8 @@ answers in that order parse alike."""
 from __future__ import annotations
 
 from jury.schemas.batch import Dimension, Item, Judge
-from jury.worker.parsing import ParsedScore, parse_answer
-from jury.worker.prompts import REASON_FIRST, call_messages
+from jury.worker.judging.parsing import ParsedScore, parse_answer
+from jury.worker.judging.prompts import REASON_FIRST, call_messages
 
 ITEM = Item(id="q1", input="What is 2+2?", output="4")
 PAIR = Item(id="p1", input="What is 2+2?", output_a="4", output_b="5")

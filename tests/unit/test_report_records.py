@@ -3,7 +3,7 @@ data is there, and the alarm names each failing judge."""
 
 from __future__ import annotations
 
-from jury.producer.report_records import RecordsSection, alarm_html
+from jury.results.html.records import RecordsSection, alarm_html
 from jury.schemas.outcome import JudgeFailures
 from jury.schemas.results import ConsensusMetrics, JudgeEvaluation, Level, SampleResult, Verdict
 from jury.schemas.status import BatchState

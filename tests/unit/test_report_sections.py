@@ -6,9 +6,11 @@ import statistics
 
 import pytest
 
-from jury.producer.flower_ui import check_basic_auth, check_flower_options, format_task, label_args
-from jury.producer.report_flagged import FlaggedSection, review_priority
-from jury.producer.report_sections import (
+from jury.analysis.agreement import batch_agreement
+from jury.errors import ConfigurationError
+from jury.local.flower import check_basic_auth, check_flower_options, format_task, label_args
+from jury.results.html.flagged import FlaggedSection, review_priority
+from jury.results.html.sections import (
     AgreementSection,
     DimensionScores,
     DistributionSection,
@@ -17,10 +19,8 @@ from jury.producer.report_sections import (
     agreement_html,
     bin_width,
 )
-from jury.producer.svg_charts import Bar, histogram
-from jury.schemas.agreement import batch_agreement
+from jury.results.html.svg_charts import Bar, histogram
 from jury.schemas.batch import Dimension
-from jury.schemas.errors import ConfigurationError
 from jury.schemas.results import ConsensusMetrics, JudgeEvaluation, Level, Verdict
 
 JUDGES = ["a", "b", "c"]

@@ -10,8 +10,8 @@ import pytest
 from jury.schemas.batch import Dimension, Item, Judge
 from jury.schemas.pairwise import PairJudgment
 from jury.schemas.results import CellSample, SampleResult
-from jury.worker.cache import answer_to_keep, cache_key, cached_samples
-from jury.worker.prompts import build_messages
+from jury.worker.judging.prompts import build_messages
+from jury.worker.judging.result_cache import answer_to_keep, cache_key, cached_samples
 
 JUDGE = Judge(model="openai/gpt-4o-mini", temperature=0.8, api_base="http://gpu:8000/v1")
 ITEM = Item(id="q1", input="How do I reset my password?", output="Use 'Forgot password'.")

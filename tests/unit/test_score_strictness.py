@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import pytest
 
+from jury.errors import ScoreParseError
 from jury.schemas.batch import Dimension, Scale
-from jury.schemas.errors import ScoreParseError
-from jury.worker.parsing import MAX_ANSWER_CHARS, parse_combined, parse_pair, parse_score
+from jury.worker.judging.parsing import MAX_ANSWER_CHARS, parse_combined, parse_pair, parse_score
 
 FIVE = Scale(min=1, max=5)
 TEN = Scale(min=0, max=10)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from jury.schemas.settings import Settings
+from jury.settings import Settings
 
 
 def test_to_env_round_trips_every_field() -> None:

@@ -12,7 +12,7 @@ from jury.schemas.batch import Dimension, Item, Scale
 from jury.simulator.modes import answer_mode_prompt, read_mode_prompt
 from jury.simulator.personas import PERSONAS
 from jury.simulator.prompt_reading import PromptError, messages_text
-from jury.worker.prompts import build_messages, combined_messages, pairwise_messages
+from jury.worker.judging.prompts import build_messages, combined_messages, pairwise_messages
 from tests.simulator_helpers import truth_score
 
 SEED = 5

@@ -16,7 +16,7 @@ def test_the_startup_heap_is_frozen_once_per_process() -> None:
     # In a process of its own: freezing is for the rest of a process's life.
     code = (
         "import gc\n"
-        "import jury.worker.llm_client\n"
+        "import jury.worker.calls.llm_client\n"
         "from jury.worker.runtime import freeze_startup_heap\n"
         "assert gc.get_freeze_count() == 0\n"
         "frozen = freeze_startup_heap()\n"

@@ -8,7 +8,7 @@ import pytest
 import redis
 import sqlalchemy.exc
 
-from jury.store.redis_client import log_step_failure, outage
+from jury.broker.redis_client import log_step_failure, outage
 
 LOG = logging.getLogger("jury.test.steps")
 

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 import yaml
 
-from jury.producer.loading import load_batch
-from jury.schemas.errors import BatchFileError
+from jury.batchfile.loading import load_batch
+from jury.errors import BatchFileError
 
 # The plan's "Test Case JSON Schema (Updated)", with the prompt inputs of its prompt builder.
 PLAN_CASE: dict[str, Any] = {

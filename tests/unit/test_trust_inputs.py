@@ -12,12 +12,12 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from jury.producer.loading import load_batch
+from jury.batchfile.loading import load_batch
 from jury.schemas.batch import Aggregation, Dimension, Item, Judge
 from jury.schemas.calibration import Calibration
 from jury.schemas.results import SampleResult
-from jury.worker.aggregation import aggregate_across_models, build_verdict
-from jury.worker.cache import cache_key
+from jury.worker.judging.aggregation import aggregate_across_models, build_verdict
+from jury.worker.judging.result_cache import cache_key
 from tests.unit.test_loading import refused
 
 CALIBRATION = {

@@ -10,13 +10,13 @@ import statistics
 
 import pytest
 
-from jury.producer.labelled_records import with_trust_parts
+from jury.analysis.calibration import fit_calibration, fold_of
+from jury.analysis.trust import trust_report
+from jury.results.labelled import with_trust_parts
 from jury.schemas.batch import Item
 from jury.schemas.calibration import Calibration, calibrate_scores
-from jury.schemas.calibration_fit import fit_calibration, fold_of
 from jury.schemas.pairwise import PairwiseOutcome
 from jury.schemas.results import Verdict
-from jury.schemas.trust_analysis import trust_report
 from jury.schemas.trust_records import TrustRecords
 from jury.simulator.labels import human_score
 from jury.simulator.personas import PERSONAS, judge_score

@@ -6,7 +6,7 @@ import pytest
 
 from jury.schemas.batch import Aggregation, Dimension
 from jury.schemas.results import Level, SampleResult
-from jury.worker.aggregation import (
+from jury.worker.judging.aggregation import (
     build_verdict,
     sample_std,
 )

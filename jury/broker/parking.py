@@ -1,0 +1,187 @@
+"""Parking: a task that must wait holds nothing while it waits.
+
+A judge task whose first rate-limit slot lies beyond the horizon, or whose model has every
+in-flight slot taken, is not kept running: its message is written again (with what it has
+done so far, e.g. how long it has waited) and parked in Redis, and the running delivery is
+acknowledged. Two places to park:
+
+- `jury:parked` (a sorted set, score = when it is due, by Redis' clock): waits of a known
+  length (a rate-limit slot, a 429's cool-down, a store that refused samples). Every worker's
+  engine moves due messages back to their queues (`release_due`, atomic in Lua; a message is
+  moved once whoever gets there first).
+- a model's waiting line (`…:waiters`, a list): waits for an in-flight slot, of no known
+  length. The call that frees a slot hands it to the first waiter (jury.worker.limits.ratelimit's
+  finish script moves one waiter to its queue); the sweeper releases waiters of a model whose
+  slots are free, should the worker that held them have died.
+
+Members are "<queue key>\\n<message>": the queue key is already under the broker's prefix.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator, Sequence
+
+from redis.client import Pipeline
+
+from jury.broker.redis_client import BrokerRedis
+
+PARKED_KEY = "jury:parked"
+# The set of every model's waiting line (each a list under the rate limiter's keys), under
+# the broker's global_keyprefix as every key jury names.
+LINES_KEY = "jury:rl:lines"
+# Moved per round trip: enough for thousands of tasks a second, small enough to stay quick.
+RELEASE_BATCH = 500
+
+# ARGV: delay (ms), member, delay, member, ...
+_LUA_PARK = """
+local t = redis.call('TIME')
+local now = t[1] * 1000 + math.floor(t[2] / 1000)
+for i = 1, #ARGV, 2 do
+  redis.call('ZADD', KEYS[1], now + tonumber(ARGV[i]), ARGV[i + 1])
+end
+return #ARGV / 2
+"""
+
+_LUA_RELEASE = """
+local t = redis.call('TIME')
+local now = t[1] * 1000 + math.floor(t[2] / 1000)
+local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, tonumber(ARGV[1]))
+for _, member in ipairs(due) do
+  local cut = string.find(member, '\\n', 1, true)
+  redis.call('RPUSH', string.sub(member, 1, cut - 1), string.sub(member, cut + 1))
+  redis.call('ZREM', KEYS[1], member)
+end
+return #due
+"""
+
+# KEYS[1]: a model's waiting line; ARGV: the queue keys whose members count. 1 at the first
+# member for one of them, else 0. Read a thousand at a time: LRANGE's reply is a Lua table.
+_LUA_WAITS_IN_LINE = """
+local wanted = {}
+for i = 1, #ARGV do wanted[ARGV[i]] = true end
+local start = 0
+while true do
+  local chunk = redis.call('LRANGE', KEYS[1], start, start + 999)
+  if #chunk == 0 then return 0 end
+  for _, member in ipairs(chunk) do
+    local cut = string.find(member, '\\n', 1, true)
+    if cut and wanted[string.sub(member, 1, cut - 1)] then return 1 end
+  end
+  start = start + #chunk
+end
+"""
+
+
+class Parking:
+    def __init__(self, broker: BrokerRedis) -> None:
+        self.broker = broker
+        self.key = broker.key(PARKED_KEY)
+        self._park = broker.client.register_script(_LUA_PARK)
+        self._release = broker.client.register_script(_LUA_RELEASE)
+        self._waits_in_line = broker.client.register_script(_LUA_WAITS_IN_LINE)
+        self.lines_key = broker.key(LINES_KEY)
+
+    def park(self, queue: str, message: str, delay_s: float) -> None:
+        """Park `message` for `queue` (a plain queue name) for `delay_s`."""
+        self.park_all([(queue, message, delay_s)])
+
+    def park_all(
+        self, entries: Sequence[tuple[str, str, float]], pipe: Pipeline | None = None
+    ) -> None:
+        """Park each (queue, message, delay_s), in one round trip, or in `pipe` (a transaction
+        of the caller's: a producer's wave)."""
+        args: list[str | int] = []
+        for queue, message, delay_s in entries:
+            args += [max(0, int(delay_s * 1000)), f"{self.broker.key(queue)}\n{message}"]
+        self._park(keys=[self.key], args=args, client=pipe)
+
+    def wait_in_line(self, waiters_key: str, queue: str, message: str) -> None:
+        """Put `message` in a model's waiting line (a key from the rate limiter), and the line
+        in the set of lines, in one transaction: the sweeper's safety net and the lost-task
+        watch find waiters through that set."""
+        with self.broker.client.pipeline(transaction=True) as pipe:
+            pipe.sadd(self.lines_key, waiters_key)
+            pipe.rpush(waiters_key, f"{self.broker.key(queue)}\n{message}")
+            pipe.execute()
+
+    def release_due(self) -> int:
+        """Move every parked message that is due back to its queue; returns how many."""
+        moved = 0
+        while True:
+            count = int(self._release(keys=[self.key], args=[RELEASE_BATCH]))
+            moved += count
+            if count < RELEASE_BATCH:
+                return moved
+
+    def parked(self) -> int:
+        return int(self.broker.client.zcard(self.key))
+
+    def holds_any(self, queues: Sequence[str]) -> bool:
+        """Whether a message for one of `queues` (plain queue names) is parked, or waits in
+        a model's line for an in-flight slot."""
+        if next(self._members_for(queues), None) is not None:
+            return True
+        return self._any_in_line(queues)
+
+    def count_for(self, queues: Sequence[str]) -> int:
+        """How many messages for `queues` (plain queue names) are parked, plus how many wait
+        in the models' lines, whoever's: a line is a model's, and may hold another
+        deployment's tasks too. Read by the producer's back-pressure at every wave and poll,
+        so counted by LLEN (a scan of a 50,000-message line held Redis for ~95 ms)."""
+        lines = self.broker.client.smembers(self.lines_key)
+        waiting = sum(int(self.broker.client.llen(line)) for line in lines)
+        return sum(1 for _ in self._members_for(queues)) + waiting
+
+    def drop_batch(self, queues: Sequence[str], batch_id: str) -> int:
+        """Remove the parked tasks of `batch_id` (a cancelled batch) for `queues`; returns how
+        many. A task's first argument is its batch (jury.broker.wire's messages)."""
+        dropped = [m for m in self._members_for(queues, batch_id) if _batch_of(m) == batch_id]
+        for start in range(0, len(dropped), RELEASE_BATCH):
+            self.broker.client.zrem(self.key, *dropped[start : start + RELEASE_BATCH])
+        return len(dropped)
+
+    def _members_for(self, queues: Sequence[str], containing: str = "") -> Iterator[str]:
+        """The parked members for `queues` (and with `containing` in them, if given). The set
+        is shared by every deployment under the prefix; this scans it (a round trip per
+        thousand members), so it is for a producer's wave, a cancel or the sweeper's rare
+        checks, not for every task."""
+        keys = {self.broker.key(queue) for queue in queues}
+        common = min(keys, default="")
+        for key in keys:
+            while not key.startswith(common):
+                common = common[:-1]
+        pattern = _glob_escape(common) + "*"
+        if containing:
+            pattern += _glob_escape(containing) + "*"
+        for member, _score in self.broker.client.zscan_iter(self.key, match=pattern, count=1000):
+            text = member.decode() if isinstance(member, bytes) else str(member)
+            if text.partition("\n")[0] in keys:
+                yield text
+
+    def _any_in_line(self, queues: Sequence[str]) -> bool:
+        """Whether a member of a model's waiting line is for one of `queues`, looked for in
+        Redis a line at a time (one round trip per line; a line is one model's). A line
+        waits on a slot-holder's call, of no known length, and one whose holder died, on its
+        lease (jury.worker.limits.ratelimit.LEASE_MS). A scan: for the sweeper's rare checks, not
+        for every wave."""
+        keys = [self.broker.key(queue) for queue in queues]
+        for raw in self.broker.client.smembers(self.lines_key):
+            line = raw.decode() if isinstance(raw, bytes) else str(raw)
+            if int(self._waits_in_line(keys=[line], args=keys)):
+                return True
+        return False
+
+
+def _glob_escape(text: str) -> str:
+    return re.sub(r"([*?\[\]\\])", r"\\\1", text)
+
+
+def _batch_of(member: str) -> str | None:
+    """The batch a parked member's task belongs to: its message body's first argument."""
+    try:
+        body = json.loads(json.loads(member.partition("\n")[2])["body"])
+        return str(body[0][0])
+    except (ValueError, KeyError, IndexError, TypeError):
+        return None

@@ -1,0 +1,380 @@
+"""The one place that knows LiteLLM: one chat completion, its cost, and its errors mapped onto
+ours. LiteLLM's and the OpenAI SDK's own retries are off: the retry policy is jury's alone.
+
+Importing this module imports litellm (~2 s, ~160 MiB), so only worker processes do, once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+import os
+import re
+import time
+from dataclasses import dataclass
+from typing import Any
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # never fetch prices at import
+
+import litellm
+from litellm import exceptions as llm_errors
+
+from jury.errors import PermanentJudgeError, TransientJudgeError
+from jury.schemas.batch import Judge
+from jury.schemas.placeholders import call_settings, redact
+from jury.worker.calls.openai_wire import REPORTED_USAGE, register_wire, wire_model, wire_price
+from jury.worker.calls.send_wait import at_http_send, pending_wait, waiting_at_send
+from jury.worker.calls.usage import checked_cost, checked_usage
+
+litellm.suppress_debug_info = True
+litellm.telemetry = False
+# LiteLLM logs every call at INFO; a worker doing thousands a minute keeps only its warnings.
+for _name in ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy", "httpx"):
+    logging.getLogger(_name).setLevel(logging.WARNING)
+
+# Local OpenAI-compatible servers (vLLM, Ollama, the simulator) ignore the key but the OpenAI
+# SDK insists on one.
+PLACEHOLDER_KEY = "no-key-needed"
+
+
+@dataclass(frozen=True)
+class LLMReply:
+    text: str
+    prompt_tokens: int
+    completion_tokens: int
+    cost_usd: float
+    latency_ms: float
+    # The provider's request quota and what is left of it, from its rate-limit headers.
+    limit_requests: int | None = None
+    remaining_requests: int | None = None
+    # Until the provider's request window frees a slot (x-ratelimit-reset-requests).
+    reset_requests_s: float | None = None
+
+
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
+_UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def header_duration(headers: Any, name: str) -> float | None:
+    """A duration header as OpenAI writes them (`12ms`, `1s`, `6m0s`), in seconds."""
+    if not hasattr(headers, "get"):
+        return None
+    value = headers.get(f"llm_provider-{name}", headers.get(name))
+    parts = _DURATION_PART.findall(str(value)) if value is not None else []
+    return sum(float(n) * _UNIT_S[unit] for n, unit in parts) if parts else None
+
+
+def _header_int(headers: Any, name: str) -> int | None:
+    """An integer rate-limit header, as LiteLLM passes the provider's headers on."""
+    if not hasattr(headers, "get"):
+        return None
+    value = headers.get(f"llm_provider-{name}", headers.get(name))
+    try:
+        return int(value) if value is not None else None
+    except (TypeError, ValueError):
+        return None
+
+
+@functools.lru_cache(maxsize=256)
+def supports_json_mode(model: str) -> bool:
+    try:
+        params = litellm.get_supported_openai_params(model=model) or []
+    except Exception:
+        return False
+    return "response_format" in params
+
+
+def sampling_params(judge: Judge) -> dict[str, Any]:
+    """What a call asks of the model besides its messages. A live call and a provider batch's
+    line send the same, so that both are the same call: the result cache serves either's
+    answer to the other (jury.worker.judging.result_cache)."""
+    params: dict[str, Any] = {"temperature": judge.temperature, "max_tokens": judge.max_tokens}
+    # A candidate generating an output (worker.generation) is asked for free text.
+    if getattr(judge, "json_answer", True) and supports_json_mode(judge.model):
+        params["response_format"] = {"type": "json_object"}
+    return params
+
+
+# Every rate LiteLLM may price a chat call with: an unpriced model registered at zero on all of
+# them is free in LiteLLM's eyes too, and its zero-cost check stays quiet.
+_ZERO_RATES = (
+    "input_cost_per_token",
+    "output_cost_per_token",
+    "cache_read_input_token_cost",
+    "cache_creation_input_token_cost",
+)
+
+
+@functools.lru_cache(maxsize=256)
+def price_unpriced_model(model: str) -> bool:
+    """Register `model` in LiteLLM's price map at zero if the map has no price for it (a local
+    server, the simulator); returns whether it did. Such a call costs nothing known either way
+    (LiteLLM answers no cost, jury stores 0), but LiteLLM searches its whole map for a match,
+    twice per call, when pricing an unmapped model: ~0.8 ms of CPU per call, against ~0.2 ms
+    for a mapped one. A model LiteLLM does price is left untouched. Once per model and process.
+    """
+    try:
+        litellm.get_model_info(model)
+        return False
+    except Exception:
+        pass
+    try:
+        provider = litellm.get_llm_provider(model)[1]
+        entry: dict[str, Any] = dict.fromkeys(_ZERO_RATES, 0.0)
+        litellm.register_model({model: {**entry, "litellm_provider": provider, "mode": "chat"}})
+    except Exception:
+        return False  # LiteLLM merely keeps searching, as before
+    return True
+
+
+def resolve_api_key(judge: Judge) -> str | None:
+    """The judge's key, read from the environment at call time; it goes nowhere else."""
+    if judge.api_key_env:
+        key = os.environ.get(judge.api_key_env)
+        if not key:
+            raise PermanentJudgeError(
+                f"environment variable {judge.api_key_env} (api_key_env of judge {judge.name}) "
+                "is not set on this worker",
+                kind="missing_key",
+            )
+        return key
+    if judge.api_base and judge.model.startswith("openai/"):
+        return os.environ.get("OPENAI_API_KEY") or PLACEHOLDER_KEY
+    return None  # LiteLLM reads the provider's usual variable
+
+
+def _retry_after(exc: Exception) -> float | None:
+    """Seconds the provider asked us to wait. LiteLLM keeps the provider's headers in
+    `litellm_response_headers`; its rebuilt `response` may carry none."""
+    sources: tuple[Any, ...] = (
+        getattr(exc, "litellm_response_headers", None),
+        getattr(getattr(exc, "response", None), "headers", None),
+        getattr(exc, "headers", None),
+    )
+    for headers in sources:
+        if not hasattr(headers, "get"):
+            continue
+        # Retry-After is whole seconds; the request window's reset, when the provider sends
+        # it, says to the millisecond when a slot frees: a one-second window's 429 then costs
+        # the cluster a few milliseconds of quota, not a second.
+        reset = header_duration(headers, "x-ratelimit-reset-requests")
+        value = headers.get("retry-after")
+        try:
+            after = max(0.0, float(value)) if value is not None else None
+        except ValueError:
+            after = None  # an HTTP date; rare from LLM providers, and backoff still applies
+        known = [wait for wait in (after, reset) if wait is not None]
+        if known:
+            return min(known)
+    return None
+
+
+def classify_error(
+    exc: Exception, secret: str | None = None, placeholder_values: tuple[str, ...] = ()
+) -> Exception:
+    """Map a LiteLLM/OpenAI exception onto jury's transient/permanent errors; the key and
+    the values placeholders took from the environment are redacted from its message."""
+    secrets = (secret, *placeholder_values) if secret else placeholder_values
+    message = redact(f"{type(exc).__name__}: {exc}", secrets)[:500]
+    if isinstance(exc, llm_errors.RateLimitError):
+        return TransientJudgeError(message, kind="rate_limited", retry_after=_retry_after(exc))
+    if isinstance(exc, llm_errors.Timeout):
+        return TransientJudgeError(message, kind="timeout")
+    if isinstance(exc, llm_errors.APIConnectionError):
+        return TransientJudgeError(message, kind="connection")
+    if isinstance(
+        exc,
+        llm_errors.InternalServerError
+        | llm_errors.ServiceUnavailableError
+        | llm_errors.BadGatewayError,
+    ):
+        return TransientJudgeError(message, kind="server_error")
+    if isinstance(exc, llm_errors.AuthenticationError | llm_errors.PermissionDeniedError):
+        return PermanentJudgeError(message, kind="auth")
+    if isinstance(exc, llm_errors.NotFoundError):
+        return PermanentJudgeError(message, kind="not_found")
+    if isinstance(exc, llm_errors.BadRequestError | llm_errors.UnprocessableEntityError):
+        return PermanentJudgeError(message, kind="bad_request")
+    status = getattr(exc, "status_code", None)
+    if isinstance(status, int) and 400 <= status < 500 and status not in (408, 409, 429):
+        return PermanentJudgeError(message, kind="bad_request")
+    return TransientJudgeError(message, kind="provider_error")
+
+
+def _sent_without_the_hook(judge: Judge) -> None:
+    """The call was answered but its request never met the hook: this model's calls leave
+    through another client. Its later calls pass the gate before the call instead."""
+    if judge.model not in _UNHOOKED:
+        _UNHOOKED.add(judge.model)
+        logging.getLogger(__name__).warning(
+            "calls to %s do not pass jury's HTTP request hook: its send gate runs before "
+            "LiteLLM instead",
+            judge.model,
+        )
+
+
+def _cost(
+    judge: Judge, prompt_tokens: int, completion_tokens: int, response: Any, wired: bool = False
+) -> float:
+    """The judge's own prices when the batch gives them, else LiteLLM's price map."""
+    if judge.input_cost_per_token is not None or judge.output_cost_per_token is not None:
+        return prompt_tokens * (judge.input_cost_per_token or 0.0) + completion_tokens * (
+            judge.output_cost_per_token or 0.0
+        )
+    if wired:  # by the judge's model, with the tokens as checked (estimated, if none came)
+        return (
+            wire_price(judge.model.removeprefix("openai/"), prompt_tokens, completion_tokens) or 0.0
+        )
+    # LiteLLM has priced the call already, while logging it: computing it again costs a
+    # worker about a millisecond per call.
+    hidden = getattr(response, "_hidden_params", None) or {}
+    if "response_cost" in hidden:  # None: a model missing from the price map
+        return float(hidden["response_cost"] or 0.0)
+    try:
+        return float(litellm.completion_cost(completion_response=response) or 0.0)
+    except Exception:
+        return 0.0  # a model missing from the price map (e.g. the simulator) costs nothing known
+
+
+def uses_wire(judge: Judge) -> bool:
+    """Whether the judge's calls go through jury's own wire (jury.worker.calls.openai_wire): an
+    OpenAI-compatible server named by its api_base, unless the judge asks for LiteLLM's."""
+    wanted = getattr(judge, "http_client", "jury") == "jury"  # a generating candidate: jury's
+    return bool(judge.api_base) and wanted and _openai_provider(judge.model)
+
+
+# Models whose calls were seen leaving without the request hook (another HTTP client than the
+# shared session): their send gate is passed before the call instead (waits_at_send).
+_UNHOOKED: set[str] = set()
+
+
+@functools.cache
+def install_send_hook() -> None:
+    """Route LiteLLM's OpenAI-compatible calls through one HTTP client whose request hook runs
+    the call's send-gate wait (jury.worker.calls.send_wait). LiteLLM wraps `litellm.aclient_session`
+    in every OpenAI SDK client it builds, when one is set, and never closes it
+    (litellm/llms/openai/common_utils.py: `_get_async_http_client`,
+    `owns_wrapped_http_client`); the session is built as LiteLLM builds its own (its aiohttp
+    transport, which follows the running event loop), with the hook added. Once per process,
+    before LiteLLM builds and caches any client."""
+    from litellm.llms.openai.common_utils import BaseOpenAILLM
+
+    if litellm.aclient_session is None:
+        litellm.aclient_session = BaseOpenAILLM._get_async_http_client()
+    session = litellm.aclient_session
+    if session is not None and at_http_send not in session.event_hooks["request"]:
+        hooks = session.event_hooks
+        session.event_hooks = {**hooks, "request": [*hooks["request"], at_http_send]}
+
+
+def warm_up() -> None:
+    """Do at a worker's start what its first call would otherwise do on the way: the OpenAI
+    SDK imports its ~470 resource modules at its first request (0.35 s of CPU on the
+    development machine, twice that on a busy host, and the batch's first judgments waited
+    for it), the hooked HTTP session, and LiteLLM's tokenizer."""
+    import openai.resources  # noqa: F401
+
+    install_send_hook()
+    # LiteLLM's own lazy imports on a call's path (its response and logging types), through
+    # a mocked answer: nothing is sent.
+    with contextlib.suppress(Exception):
+        litellm.completion(
+            model="openai/warm-up", messages=[{"role": "user", "content": "-"}], mock_response="-"
+        )
+    # A custom provider's first call (jury's wire) loads LiteLLM's default tokenizer, tiktoken's
+    # cl100k_base: 0.13 s of CPU, 85 % of that first call's. `litellm.main` loads it lazily on
+    # first access to its `encoding` (read in litellm/main.py, `__getattr__`).
+    with contextlib.suppress(Exception):
+        litellm.main.encoding  # noqa: B018
+
+
+def waits_at_send(judge: Judge) -> bool:
+    """Whether complete() runs the send gate at the HTTP send for this judge: LiteLLM's
+    OpenAI provider (OpenAI, and every server behind `openai/` with an api_base) sends through
+    the hooked session; other providers use LiteLLM's own HTTP handlers."""
+    return uses_wire(judge) or (judge.model not in _UNHOOKED and _openai_provider(judge.model))
+
+
+@functools.lru_cache(maxsize=256)
+def _openai_provider(model: str) -> bool:
+    try:
+        return bool(litellm.get_llm_provider(model)[1] == "openai")
+    except Exception:
+        return False
+
+
+async def complete(judge: Judge, messages: list[dict[str, str]]) -> LLMReply:
+    """One chat completion for one judge; raises TransientJudgeError/PermanentJudgeError.
+
+    Runs on the worker process's one long-lived event loop (jury.worker.engine.loop): LiteLLM keeps
+    its HTTP sessions per loop, so a loop per call would rebuild them every time."""
+    judge, secrets = call_settings(judge, os.environ)  # ${VAR} expanded here, and only here
+    api_key = resolve_api_key(judge)
+    kwargs: dict[str, Any] = {
+        "model": judge.model,
+        "messages": messages,
+        **sampling_params(judge),
+        "timeout": judge.timeout_s,
+        "num_retries": 0,
+        "max_retries": 0,
+    }
+    price_unpriced_model(judge.model)
+    wired = uses_wire(judge)
+    if wired:
+        register_wire()
+        kwargs["model"] = wire_model(judge.model)
+        price_unpriced_model(kwargs["model"])  # LiteLLM's logging looks it up in its price map
+    if judge.api_base:
+        kwargs["api_base"] = judge.api_base
+    if api_key:
+        kwargs["api_key"] = api_key
+    install_send_hook()
+    gate = pending_wait()
+    started = time.perf_counter()
+    try:
+        # One deadline for the whole call, connecting and receiving included: LiteLLM's own
+        # timeout bounds each read, so a server trickling its answer would never time out.
+        # asyncio.timeout, not wait_for: the same deadline without a second task per call.
+        async with asyncio.timeout(judge.timeout_s) as deadline:
+            if gate is None:
+                response = await litellm.acompletion(**kwargs)
+            else:
+
+                async def gate_then_send() -> None:
+                    # Waiting at the gate is not the call's time: timeout_s starts at the send.
+                    nonlocal started
+                    deadline.reschedule(None)
+                    await gate()
+                    deadline.reschedule(asyncio.get_running_loop().time() + judge.timeout_s)
+                    started = time.perf_counter()
+
+                with waiting_at_send(gate_then_send):
+                    response = await litellm.acompletion(**kwargs)
+                    if pending_wait() is not None:
+                        _sent_without_the_hook(judge)
+    except TimeoutError:
+        raise TransientJudgeError(
+            f"no complete answer within timeout_s={judge.timeout_s:g} s", kind="timeout"
+        ) from None
+    except Exception as exc:
+        raise classify_error(exc, api_key, secrets) from None
+    latency_ms = (time.perf_counter() - started) * 1000
+    choice = response.choices[0] if response.choices else None
+    text = getattr(getattr(choice, "message", None), "content", None) or ""
+    hidden = getattr(response, "_hidden_params", None) or {}
+    # The wire keeps the usage as the server reported it, for checked_usage to judge.
+    usage = hidden.get(REPORTED_USAGE, getattr(response, "usage", None))
+    prompt_tokens, completion_tokens = checked_usage(usage, messages, text)
+    headers = hidden.get("additional_headers")
+    return LLMReply(
+        text=text,
+        prompt_tokens=prompt_tokens,
+        completion_tokens=completion_tokens,
+        cost_usd=checked_cost(_cost(judge, prompt_tokens, completion_tokens, response, wired)),
+        latency_ms=latency_ms,
+        limit_requests=_header_int(headers, "x-ratelimit-limit-requests"),
+        remaining_requests=_header_int(headers, "x-ratelimit-remaining-requests"),
+        reset_requests_s=header_duration(headers, "x-ratelimit-reset-requests"),
+    )
