@@ -245,7 +245,8 @@ class FakeClock:
         return self.now
 
 
-# The rate limiters' horizon in their tests (tests/test_ratelimit.py, tests/test_send_gate.py).
+# The rate limiters' horizon in their tests (tests/integration/test_ratelimit.py,
+# tests/integration/test_send_gate.py).
 LIMITER_HORIZON_S = 2.5
 
 

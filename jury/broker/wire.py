@@ -32,7 +32,8 @@ _dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 
 class TaskMessageWriter:
     """Builds the Redis list entry of one task (a judge task by default, or a chord callback),
-    as kombu would have written it. tests/test_store_and_wire.py compares it field by field
+    as kombu would have written it. tests/integration/test_store_and_wire.py compares it field by
+    field
     with what Celery's own `send_task` writes."""
 
     def __init__(self, app: Celery, task_name: str = JUDGE_TASK) -> None:
