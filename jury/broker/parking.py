@@ -5,10 +5,10 @@ in-flight slot taken, is not kept running: its message is written again (with wh
 done so far, e.g. how long it has waited) and parked in Redis, and the running delivery is
 acknowledged. Two places to park:
 
-- `jury:parked` (a sorted set, score = when it is due, by Redis' clock): waits of a known
-  length (a rate-limit slot, a 429's cool-down, a store that refused samples). Every worker's
-  engine moves due messages back to their queues (`release_due`, atomic in Lua; a message is
-  moved once whoever gets there first).
+- the parked set (jury.broker.keys.PARKED, a sorted set, score = when it is due, by Redis'
+  clock): waits of a known length (a rate-limit slot, a 429's cool-down, a store that refused
+  samples). Every worker's engine moves due messages back to their queues (`release_due`,
+  atomic in Lua; a message is moved once whoever gets there first).
 - a model's waiting line (`…:waiters`, a list): waits for an in-flight slot, of no known
   length. The call that frees a slot hands it to the first waiter (jury.worker.limits.ratelimit's
   finish script moves one waiter to its queue); the sweeper releases waiters of a model whose
@@ -25,63 +25,22 @@ from collections.abc import Iterator, Sequence
 
 from redis.client import Pipeline
 
+from jury.broker import keys as redis_keys
 from jury.broker.redis_client import BrokerRedis
+from jury.broker.scripts import lua
 
-PARKED_KEY = "jury:parked"
-# The set of every model's waiting line (each a list under the rate limiter's keys), under
-# the broker's global_keyprefix as every key jury names.
-LINES_KEY = "jury:rl:lines"
 # Moved per round trip: enough for thousands of tasks a second, small enough to stay quick.
 RELEASE_BATCH = 500
-
-# ARGV: delay (ms), member, delay, member, ...
-_LUA_PARK = """
-local t = redis.call('TIME')
-local now = t[1] * 1000 + math.floor(t[2] / 1000)
-for i = 1, #ARGV, 2 do
-  redis.call('ZADD', KEYS[1], now + tonumber(ARGV[i]), ARGV[i + 1])
-end
-return #ARGV / 2
-"""
-
-_LUA_RELEASE = """
-local t = redis.call('TIME')
-local now = t[1] * 1000 + math.floor(t[2] / 1000)
-local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, tonumber(ARGV[1]))
-for _, member in ipairs(due) do
-  local cut = string.find(member, '\\n', 1, true)
-  redis.call('RPUSH', string.sub(member, 1, cut - 1), string.sub(member, cut + 1))
-  redis.call('ZREM', KEYS[1], member)
-end
-return #due
-"""
-
-# KEYS[1]: a model's waiting line; ARGV: the queue keys whose members count. 1 at the first
-# member for one of them, else 0. Read a thousand at a time: LRANGE's reply is a Lua table.
-_LUA_WAITS_IN_LINE = """
-local wanted = {}
-for i = 1, #ARGV do wanted[ARGV[i]] = true end
-local start = 0
-while true do
-  local chunk = redis.call('LRANGE', KEYS[1], start, start + 999)
-  if #chunk == 0 then return 0 end
-  for _, member in ipairs(chunk) do
-    local cut = string.find(member, '\\n', 1, true)
-    if cut and wanted[string.sub(member, 1, cut - 1)] then return 1 end
-  end
-  start = start + #chunk
-end
-"""
 
 
 class Parking:
     def __init__(self, broker: BrokerRedis) -> None:
         self.broker = broker
-        self.key = broker.key(PARKED_KEY)
-        self._park = broker.client.register_script(_LUA_PARK)
-        self._release = broker.client.register_script(_LUA_RELEASE)
-        self._waits_in_line = broker.client.register_script(_LUA_WAITS_IN_LINE)
-        self.lines_key = broker.key(LINES_KEY)
+        self.key = broker.key(redis_keys.PARKED)
+        self._park = broker.client.register_script(lua("park"))
+        self._release = broker.client.register_script(lua("release_parked"))
+        self._waits_in_line = broker.client.register_script(lua("waits_in_line"))
+        self.lines_key = broker.key(redis_keys.WAITING_LINES)
 
     def park(self, queue: str, message: str, delay_s: float) -> None:
         """Park `message` for `queue` (a plain queue name) for `delay_s`."""

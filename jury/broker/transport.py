@@ -49,6 +49,8 @@ from kombu.utils.encoding import bytes_to_str
 from kombu.utils.json import dumps, loads
 from redis import exceptions as redis_errors
 
+from jury.broker.scripts import lua
+
 TRANSPORT_PATH = "jury.broker.transport:Transport"
 # The schemes kombu itself maps onto kombu.transport.redis:Transport.
 SHARED_CLIENT_SCHEMES = ("redis", "rediss")
@@ -56,48 +58,6 @@ SHARED_CLIENT_SCHEMES = ("redis", "rediss")
 ACK_DELAY_S = 0.05
 # The most messages one BRPOP's bookkeeping takes besides the one BRPOP returned.
 BATCH_TAKE_MAX = 64
-
-# Pop up to ARGV[1] messages from the queue lists KEYS[3..], in turn, one from each list of a
-# priority level (ARGV[3] lists to a level, the levels in priority order) as kombu's BRPOP
-# turns between queues, and record each in kombu's `unacked` hash (KEYS[1]) and index
-# (KEYS[2], score ARGV[2]) as `QoS.append` does: the value is kombu's `[payload, exchange,
-# routing_key]`, the payload's JSON kept as it was sent. Returns {key number, payload, ...}.
-# A message without a delivery tag goes back where it was, first in line, for kombu's own
-# delivery to deal with, and the taking stops.
-_LUA_TAKE = """
-local want, per_level = tonumber(ARGV[1]), tonumber(ARGV[3])
-local taken, count = {}, 0
-for first = 3, #KEYS, per_level do
-  local live = {}
-  for i = first, first + per_level - 1 do live[#live + 1] = i end
-  while count < want and #live > 0 do
-    local still = {}
-    for _, i in ipairs(live) do
-      if count >= want then break end
-      local item = redis.call('RPOP', KEYS[i])
-      if item then
-        local ok, message = pcall(cjson.decode, item)
-        local props = ok and type(message) == 'table' and message['properties']
-        local tag = type(props) == 'table' and props['delivery_tag']
-        local info = type(props) == 'table' and props['delivery_info']
-        if type(tag) ~= 'string' or type(info) ~= 'table' then
-          redis.call('RPUSH', KEYS[i], item)
-          return taken
-        end
-        redis.call('ZADD', KEYS[2], ARGV[2], tag)
-        redis.call('HSET', KEYS[1], tag, '[' .. item .. ',' .. cjson.encode(info['exchange'])
-          .. ',' .. cjson.encode(info['routing_key']) .. ']')
-        taken[#taken + 1] = i - 2
-        taken[#taken + 1] = item
-        count = count + 1
-        still[#still + 1] = i
-      end
-    end
-    live = still
-  end
-end
-return taken
-"""
 
 log = logging.getLogger("jury.worker")
 
@@ -109,7 +69,7 @@ class QoS(kombu_redis.QoS):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._pending_acks: list[str] = []
-        self._recorded: set[str] = set()  # taken by _LUA_TAKE, in `unacked` already
+        self._recorded: set[str] = set()  # taken by take_messages.lua, in `unacked` already
 
     def ack(self, delivery_tag: str) -> None:
         # A channel closed after a lost connection has none (kombu's `close_channel`); Celery
@@ -148,7 +108,15 @@ class QoS(kombu_redis.QoS):
                     # EVAL, which kombu's prefixing client leaves as it is: every key is
                     # prefixed here (kombu 5.7.0 prefixes only the first key of an EVALSHA).
                     unacked_keys = [prefix + self.unacked_key, prefix + self.unacked_index_key]
-                    pipe.eval(_LUA_TAKE, 2 + len(keys), *unacked_keys, *keys, count, now, per_level)
+                    pipe.eval(
+                        lua("take_messages"),
+                        2 + len(keys),
+                        *unacked_keys,
+                        *keys,
+                        count,
+                        now,
+                        per_level,
+                    )
                 replies = pipe.execute()
         except BaseException:
             self._pending_acks[:0] = acks
@@ -223,6 +191,10 @@ class Channel(kombu_redis.Channel):
         if count <= 0:
             return None
         queues = self._queue_cycle.consume(len(self.active_queues))
+        if not queues:
+            # A stopping consumer has no queues left: nothing to take. (The script once
+            # looped forever on a step of 0, and every client of Redis met BUSY.)
+            return None
         pairs = [
             (queue, self._q_for_pri(queue, pri)) for pri in self.priority_steps for queue in queues
         ]
@@ -230,7 +202,7 @@ class Channel(kombu_redis.Channel):
         return count, [queue for queue, _ in pairs], keys, len(queues)
 
     def hold_taken(self, queues: list[str], reply: list[Any]) -> None:
-        """Keep the messages `_LUA_TAKE` returned, to deliver after BRPOP's own."""
+        """Keep the messages take_messages.lua returned, to deliver after BRPOP's own."""
         for number, item in zip(reply[::2], reply[1::2], strict=True):
             payload = loads(bytes_to_str(item))
             self.qos._recorded.add(payload["properties"]["delivery_tag"])

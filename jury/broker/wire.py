@@ -20,9 +20,10 @@ from typing import Any
 from celery import Celery
 from celery.utils.saferepr import saferepr
 
+from jury.broker.keys import BATCH_MARK_TTL_S
 from jury.broker.parking import Parking
 from jury.broker.redis_client import BrokerRedis
-from jury.schemas.tasks import BATCH_DEPLOYMENT_TTL_S, JUDGE_TASK
+from jury.schemas.tasks import JUDGE_TASK
 
 # Celery's own bound on argsrepr (celery.app.amqp.AMQP.argsrepr_maxsize).
 ARGSREPR_MAXSIZE = 1024
@@ -107,7 +108,7 @@ def push_wave(
     """LPUSH each queue's messages (kombu's workers BRPOP: first in, first out) and, in the
     same transaction, park each of `parked` (queue, message, delay_s: jury.broker.parking),
     set `cursor` = (key, value, ttl seconds) and each of `marks` (key: value, for
-    BATCH_DEPLOYMENT_TTL_S). Queue and key names are put under the broker's key prefix, as
+    BATCH_MARK_TTL_S). Queue and key names are put under the broker's key prefix, as
     kombu puts its own."""
     with broker.client.pipeline(transaction=True) as pipe:
         for queue, entries in messages.items():
@@ -117,7 +118,7 @@ def push_wave(
         if parked:
             Parking(broker).park_all(parked, pipe)
         for mark, deployment in (marks or {}).items():
-            pipe.set(broker.key(mark), deployment, ex=BATCH_DEPLOYMENT_TTL_S)
+            pipe.set(broker.key(mark), deployment, ex=BATCH_MARK_TTL_S)
         if cursor is not None:
             key, value, ttl = cursor
             pipe.set(broker.key(key), value, ex=ttl)

@@ -6,12 +6,13 @@ from dataclasses import dataclass, field
 
 from celery import Celery
 
+from jury.broker.budget import BudgetMeter
 from jury.broker.parking import Parking
 from jury.broker.redis_client import BrokerRedis
 from jury.producer.publishing import Publisher, cell_samples
 from jury.schemas.calls import task_refs
 from jury.schemas.status import BatchState
-from jury.schemas.tasks import CellRef, GenerationRef, SampleRef, budget_cap_key
+from jury.schemas.tasks import CellRef, GenerationRef, SampleRef
 from jury.settings import Settings
 from jury.store.cells import reopen_cells
 from jury.store.generations import ungenerated_refs
@@ -23,6 +24,7 @@ from jury.store.repository import (
     set_batch_state,
     set_max_cost,
 )
+from jury.store.samples import stored_cost
 from jury.store.sql import Sessions
 
 
@@ -103,6 +105,7 @@ def raise_budget(
     set_max_cost(sessions, batch_id, max_cost_usd)
     broker = BrokerRedis.from_settings(settings)
     try:
-        broker.client.set(broker.key(budget_cap_key(batch_id)), max_cost_usd)
+        meter = BudgetMeter(broker, settings.queue, lambda b: stored_cost(sessions, b))
+        meter.set_cap(batch_id, max_cost_usd)
     finally:
         broker.close()

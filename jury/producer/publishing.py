@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable
 
 from celery import Celery
 
+from jury.broker import keys as redis_keys
 from jury.broker.parking import Parking
 from jury.broker.redis_client import BrokerRedis
 from jury.broker.wire import TaskMessageWriter, push_wave, short_task_id
@@ -27,7 +28,6 @@ from jury.schemas.tasks import (
     CellRef,
     GenerationRef,
     SampleRef,
-    batch_deployment_key,
 )
 from jury.settings import Settings, deployment_queues, judge_lanes
 
@@ -114,7 +114,7 @@ class Publisher:
     def _marks(self, batches: Iterable[str]) -> dict[str, str]:
         """Each of `batches` marked as this deployment's, for its lost-task watch
         (worker.watchdog): deployments sharing a database see each other's batches."""
-        return {batch_deployment_key(batch): self.base_queue for batch in batches}
+        return {redis_keys.batch_mark(self.base_queue, batch): self.base_queue for batch in batches}
 
     def queued(self) -> int:
         """Tasks of this deployment waiting in its queues, parked, or in a model's line for

@@ -21,6 +21,7 @@ from celery import Celery
 from redis.lock import Lock
 
 from jury.batchfile.loading import BatchSource, load_batch
+from jury.broker import keys as redis_keys
 from jury.broker.redis_client import BrokerRedis
 from jury.errors import JuryError
 from jury.producer.publishing import Publisher, cell_samples
@@ -35,8 +36,6 @@ from jury.schemas.tasks import (
     CellRef,
     GenerationRef,
     SampleRef,
-    submit_cursor_key,
-    submit_lock_key,
 )
 from jury.store.repository import (
     add_items,
@@ -101,7 +100,8 @@ def continue_submission(sessions: Sessions, app: Celery, batch_id: str) -> int:
         )
     broker = BrokerRedis.from_app(app)
     try:
-        queued = int(broker.client.get(broker.key(submit_cursor_key(batch_id))) or 0)
+        cursor_key = redis_keys.submit_cursor(str(app.conf.task_default_queue), batch_id)
+        queued = int(broker.client.get(broker.key(cursor_key)) or 0)
     finally:
         broker.close()
     # The store's count lags the cursor by at most one wave; the cursor is lost only with
@@ -128,7 +128,8 @@ def _publish_from(
 ) -> None:
     config = source.config
     publisher = Publisher(app, config)
-    claim = _claim(publisher.broker, batch_id)
+    claim = _claim(publisher.broker, publisher.base_queue, batch_id)
+    cursor_key = redis_keys.submit_cursor(publisher.base_queue, batch_id)
     position = start
     try:
         per_item = max(1, source.stats.cells // max(1, source.stats.count))
@@ -152,14 +153,14 @@ def _publish_from(
                 raise JuryError(f"batch {batch_id} was {state.value} during its submission")
             add_items(sessions, batch_id, enumerate(chunk, start=position))
             position += len(chunk)
-            cursor = (submit_cursor_key(batch_id), position, CURSOR_TTL_S)
+            cursor = (cursor_key, position, CURSOR_TTL_S)
             if config.candidates:  # judged once their candidates have answered
                 publisher.publish_generations(_generation_tasks(batch_id, config, chunk), cursor)
             else:
                 publisher.publish(task_refs(config, _judge_tasks(batch_id, config, chunk)), cursor)
             record_published(sessions, batch_id, position)
         start_batch(sessions, batch_id, position, n_cells=source.stats.cells)
-        publisher.client.delete(publisher.broker.key(submit_cursor_key(batch_id)))
+        publisher.client.delete(publisher.broker.key(cursor_key))
     except Exception as exc:
         _record_stop(sessions, batch_id, position, exc)
         if isinstance(exc, JuryError):
@@ -228,10 +229,10 @@ def _chunks(
         yield chunk
 
 
-def _claim(broker: BrokerRedis, batch_id: str) -> Lock:
+def _claim(broker: BrokerRedis, queue: str, batch_id: str) -> Lock:
     """One producer per batch: a lock naming this process, taken over when its holder on this
     host is no longer alive."""
-    client, key = broker.client, broker.key(submit_lock_key(batch_id))
+    client, key = broker.client, broker.key(redis_keys.submit_lock(queue, batch_id))
     me = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
     lock = client.lock(key, timeout=LOCK_TTL_S)
     if lock.acquire(blocking=False, token=me):

@@ -44,32 +44,3 @@ class SampleRef(NamedTuple):
     @property
     def cell(self) -> CellRef:
         return CellRef(self.batch_id, self.item_id, self.dimension)
-
-
-# Redis keys of a submission: how many items are queued (set in the same transaction as
-# their tasks) and which producer is submitting.
-def submit_cursor_key(batch_id: str) -> str:
-    return f"jury:submit:{batch_id}:cursor"
-
-
-def submit_lock_key(batch_id: str) -> str:
-    return f"jury:submit:{batch_id}:lock"
-
-
-# Which deployment (base queue) a batch's tasks were published to: deployments sharing a
-# database see each other's batches, and each looks after its own (worker.watchdog).
-def batch_deployment_key(batch_id: str) -> str:
-    return f"jury:deployment:{batch_id}"
-
-
-# The mark outlives the batch's last wave by this long (seconds).
-BATCH_DEPLOYMENT_TTL_S = 90 * 86_400
-
-
-# Redis keys of a batch's budget meter: its cap and what its judge calls have cost so far.
-def budget_cap_key(batch_id: str) -> str:
-    return f"jury:budget:{batch_id}:cap"
-
-
-def budget_spent_key(batch_id: str) -> str:
-    return f"jury:budget:{batch_id}:spent"

@@ -19,7 +19,8 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
-from jury.broker.parking import LINES_KEY
+from jury.broker import keys as redis_keys
+from jury.broker.budget import BudgetMeter, MeterReading
 from jury.broker.redis_client import BrokerRedis
 from jury.schemas.batch import BatchConfig, Item, Judge
 from jury.schemas.status import BatchState
@@ -40,7 +41,7 @@ from jury.worker.engine.loop import EventLoopThread
 from jury.worker.engine.queues import TaskQueues
 from jury.worker.judging.judge_calls import CallJudge, RetryPolicy
 from jury.worker.judging.result_cache import ResultCache
-from jury.worker.limits.budget import BudgetMeter
+from jury.worker.limits.budget import CallBudget, PriceLookup, budget_reason, no_prices
 from jury.worker.limits.gating import GatedCall, never
 from jury.worker.limits.redis_limiter import RedisRateLimiter
 
@@ -109,11 +110,12 @@ class WorkerRuntime:
             max_delay_s=settings.retry_max_delay_s,
         )
         self.waits_at_send: Callable[[Judge], bool] = never
+        self.prices: PriceLookup = no_prices
         if call is None:
             # Imports litellm: once, at first use.
-            from jury.worker.calls.llm_client import complete, waits_at_send, warm_up
+            from jury.worker.calls.llm_client import complete, model_prices, waits_at_send, warm_up
 
-            call, self.waits_at_send = complete, waits_at_send
+            call, self.waits_at_send, self.prices = complete, waits_at_send, model_prices
             started = time.perf_counter()
             warm_up()
             frozen = freeze_startup_heap()
@@ -135,24 +137,29 @@ class WorkerRuntime:
         self._states: dict[str, tuple[float, BatchState]] = {}
         self._uncapped: dict[str, float] = {}
         self.redis = broker or BrokerRedis.from_settings(settings)
-        self.budget = BudgetMeter(self.redis, lambda batch_id: stored_cost(self.sessions, batch_id))
+        self.budget = BudgetMeter(
+            self.redis, settings.queue, lambda batch_id: stored_cost(self.sessions, batch_id)
+        )
         self.limiter = RedisRateLimiter(
             self.redis.client,
             settings.rate_horizon_s,
-            prefix=self.redis.key("jury:rl:"),
+            prefix=self.redis.key(redis_keys.RATE_LIMIT_PREFIX),
             margin=settings.rate_margin,
-            lines_key=self.redis.key(LINES_KEY),
+            lines_key=self.redis.key(redis_keys.WAITING_LINES),
         )
         self.result_cache = ResultCache(self.sessions)
         self._groups: dict[object, Grouped[Any, Any]] = {}
 
-    def gated_call(self) -> GatedCall:
-        """The LLM call behind the cluster-wide rate limiter, for one task."""
+    def gated_call(self, batch_id: str, config: BatchConfig) -> GatedCall:
+        """The LLM call behind the cluster-wide rate limiter and the batch's budget, for one
+        task."""
+        budget = CallBudget(self.budget, batch_id, config.max_cost_usd, self.prices)
         return GatedCall(
             self.call,
             self.limiter,
             self.settings.rate_horizon_s,
             waits_at_send=self.waits_at_send,
+            budget=budget,
         )
 
     def grouped(
@@ -249,15 +256,16 @@ class WorkerRuntime:
             and now - self._uncapped.get(batch_id, -STATE_TTL_S) < STATE_TTL_S
         ):
             return None
-        reached, spent, cap = self.budget.exhausted(batch_id, config.max_cost_usd)
-        if cap == float("inf"):
+        reading = self.budget.read(batch_id, config.max_cost_usd)
+        if reading.cap_usd is None:
             self._uncapped[batch_id] = now
-        if not reached:
+        if not reading.exhausted:
             return None
-        reason = (
-            f"budget reached: ${spent:.4f} spent of max_cost_usd ${cap:g}; no new judge calls. "
-            f"Raise it with `jury resume {batch_id} --max-cost-usd N`"
-        )
+        return self.stop_for_budget(batch_id, reading)
+
+    def stop_for_budget(self, batch_id: str, reading: MeterReading) -> str:
+        """Stop the batch, its budget spent; returns the reason stored with it."""
+        reason = budget_reason(batch_id, reading)
         if stop_running_batch(self.sessions, batch_id, reason):
             log.warning("batch %s: %s", batch_id, reason)
         self._states.pop(batch_id, None)

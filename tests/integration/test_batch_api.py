@@ -20,6 +20,7 @@ from rich.console import Console
 from sqlalchemy import select
 
 from jury.batchfile.loading import load_batch
+from jury.broker.keys import batch_api_lock
 from jury.local.services import ManagedProcess, start_simulator, wait_for
 from jury.producer.publishing import create_producer_app
 from jury.producer.submission import submit_batch
@@ -119,7 +120,7 @@ def lock_holder(settings: Settings, workers: list[ManagedProcess], name: str) ->
     client = redis.Redis.from_url(settings.broker_url)
     try:
         # the client does not decode responses: a value is bytes
-        held = cast(bytes | None, client.get(f"jury:batch_api:{settings.queue}:{name}"))
+        held = cast(bytes | None, client.get(batch_api_lock(settings.queue, name)))
     finally:
         client.close()
     assert held is not None, f"nobody holds {name}"

@@ -14,6 +14,7 @@ import pytest
 import redis
 
 from jury.batchfile.loading import load_batch
+from jury.broker.keys import RATE_LIMIT_PREFIX, model_keys
 from jury.broker.redis_client import BrokerRedis
 from jury.errors import ConfigurationError
 from jury.local.services import (
@@ -80,7 +81,7 @@ def test_a_global_key_prefix_holds_every_key(
         assert unprefixed == [], "jury or kombu wrote keys outside the prefix"
         # kombu's queue binding and jury's rate limit both live under the prefix.
         assert client.exists(f"{prefix}_kombu.binding.{settings.queue}")
-        assert client.exists(f"{prefix}jury:rl:{{{rate_key(judge)}}}:rpm")
+        assert client.exists(model_keys(prefix + RATE_LIMIT_PREFIX, rate_key(judge)).rpm)
     finally:
         for key in client.scan_iter(match=f"{prefix}*"):
             client.delete(key)

@@ -12,6 +12,7 @@ import pytest
 
 from bench.common import simulator_stats
 from jury.batchfile.loading import load_batch
+from jury.broker.keys import RATE_LIMIT_PREFIX, model_keys
 from jury.broker.redis_client import BrokerRedis
 from jury.local.services import ManagedProcess, start_simulator, wait_for
 from jury.producer.publishing import create_producer_app
@@ -22,7 +23,6 @@ from jury.store.engine import session_factory
 from jury.store.repository import batch_status
 from jury.store.samples import list_samples
 from jury.worker.limits.gating import rate_key
-from jury.worker.limits.redis_limiter import model_keys
 from tests.conftest import WorkerStarter, settings_for, stop_workers
 from tests.integration.test_faults import assert_exactly_once
 from tests.integration.test_pipeline import ITEMS, write_batch
@@ -52,7 +52,7 @@ def test_waiting_for_an_in_flight_slot_is_not_failing(
     batch_id = submit_batch(load_batch(batch), sessions, create_producer_app(settings))
     broker = BrokerRedis.from_settings(settings)
     judged_by = Judge.model_validate({**judge, "api_base": slow_simulator.url})
-    line = model_keys(broker.key("jury:rl:"), rate_key(judged_by))[7]
+    line = model_keys(broker.key(RATE_LIMIT_PREFIX), rate_key(judged_by)).waiters
     waiting: list[int] = []
 
     def finished() -> bool:

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from jury.broker.keys import RATE_LIMIT_PREFIX, model_keys
 from jury.broker.parking import Parking
 from jury.broker.redis_client import BrokerRedis
 from jury.producer.publishing import Publisher, create_producer_app
@@ -136,7 +137,7 @@ def test_the_lost_task_watch_counts_tasks_waiting_in_a_model_s_line(
     broker = BrokerRedis.from_settings(a)
     parking = Parking(broker)
     limiter = RedisRateLimiter(broker.client, 1.0, lines_key=parking.lines_key)
-    line = broker.key(f"jury:rl:{{test-{a.queue}}}:waiters")
+    line = broker.key(model_keys(RATE_LIMIT_PREFIX, f"test-{a.queue}").waiters)
     try:
         # Someone else's waiter first: no sign of work for either deployment.
         parking.wait_in_line(line, "another-deployment", "{}")

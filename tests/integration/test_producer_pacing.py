@@ -10,7 +10,7 @@ import yaml
 from click.testing import CliRunner
 
 from jury.batchfile.loading import load_batch
-from jury.broker.parking import PARKED_KEY
+from jury.broker.keys import PARKED
 from jury.broker.redis_client import BrokerRedis
 from jury.cli.main import jury as cli
 from jury.local.services import ManagedProcess, wait_for
@@ -42,7 +42,7 @@ def test_the_producer_parks_what_the_quota_has_no_room_for_yet(
     broker = BrokerRedis.from_settings(sqlite_workers)
     try:
         batch_id = submit_batch(load_batch(batch), sessions, create_producer_app(sqlite_workers))
-        parked = broker.client.zrange(broker.key(PARKED_KEY), 0, -1)
+        parked = broker.client.zrange(broker.key(PARKED), 0, -1)
         ours = [member for member in parked if batch_id.encode() in member]
         assert len(ours) >= 30
         # Waiting for a slot from the submission on (counted against a `max_wait_s`).
@@ -68,7 +68,7 @@ def test_cancelling_a_paced_batch_drops_its_parked_tasks(
     broker = BrokerRedis.from_settings(sqlite_workers)
 
     def parked() -> int:
-        members = broker.client.zrange(broker.key(PARKED_KEY), 0, -1)
+        members = broker.client.zrange(broker.key(PARKED), 0, -1)
         return sum(batch_id.encode() in member for member in members)
 
     try:

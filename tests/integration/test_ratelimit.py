@@ -21,6 +21,7 @@ import redis
 from bench.common import simulator_stats
 from bench.ratelimit import as_a_remote_provider
 from jury.batchfile.loading import load_batch
+from jury.broker.keys import model_keys
 from jury.local.services import start_simulator, wait_for
 from jury.producer.publishing import create_producer_app
 from jury.producer.submission import submit_batch
@@ -40,7 +41,7 @@ from jury.worker.limits.ratelimit import (
     Permit,
     RateLimiter,
 )
-from jury.worker.limits.redis_limiter import RedisRateLimiter, model_keys
+from jury.worker.limits.redis_limiter import RedisRateLimiter
 from tests.conftest import LIMITER_HORIZON_S, ROOT, FakeClock
 from tests.integration.test_pipeline import write_batch
 
@@ -216,7 +217,7 @@ def test_a_freed_slot_goes_to_the_first_in_line(redis_url: str) -> None:
     try:
         assert limiter.reserve("m", limits, 1, "holder").granted
         busy = limiter.reserve("m", limits, 1, "waiter")
-        assert busy.outcome == BUSY and busy.line == model_keys(prefix, "m")[7]
+        assert busy.outcome == BUSY and busy.line == model_keys(prefix, "m").waiters
         # Two tasks wait in the line, the line in the set (as Parking.wait_in_line does).
         client.sadd(f"{prefix}lines", busy.line)
         client.rpush(busy.line, f"{queue}\nfirst", f"{queue}\nsecond")

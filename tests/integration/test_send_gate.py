@@ -12,6 +12,7 @@ from typing import cast
 import pytest
 import redis
 
+from jury.broker.keys import model_keys
 from jury.schemas.batch import Judge
 from jury.worker.limits.gating import GatedCall, rate_key
 from jury.worker.limits.ratelimit import (
@@ -22,7 +23,7 @@ from jury.worker.limits.ratelimit import (
     Permit,
     RateLimiter,
 )
-from jury.worker.limits.redis_limiter import RecentMinimum, RedisRateLimiter, model_keys
+from jury.worker.limits.redis_limiter import RecentMinimum, RedisRateLimiter
 from tests.conftest import LIMITER_HORIZON_S as HORIZON
 from tests.conftest import FakeClock
 from tests.integration.test_ratelimit import SpentReply
@@ -58,7 +59,7 @@ def test_no_second_holds_more_sends_than_its_quota(limiter: RateLimiter) -> None
             return clock()
         assert isinstance(limiter, RedisRateLimiter)
         # the client does not decode responses: the record is there, as bytes
-        record = cast(bytes, limiter.client.lindex(model_keys(limiter.prefix, "m")[8], 0))
+        record = cast(bytes, limiter.client.lindex(model_keys(limiter.prefix, "m").sends, 0))
         return int(record) / 1000
 
     sent: list[float] = []
@@ -95,7 +96,7 @@ def test_a_late_send_is_moved_among_thousands(redis_limiter: RedisRateLimiter) -
     moving a late one rewrites them all, more than Lua's stack holds at once."""
     limiter, client = redis_limiter, redis_limiter.client
     limits = Limits(rpm=600_000)  # 10,000 sends a second
-    sends = model_keys(limiter.prefix, "m")[8]
+    sends = model_keys(limiter.prefix, "m").sends
     long_ago = redis_ms(client) - 10_000
     client.rpush(sends, *range(long_ago, long_ago - 9_000, -1))
     assert limiter.send_gate("m", limits) == 0.0
@@ -138,8 +139,10 @@ def test_a_send_that_left_late_is_recorded_when_it_left(limiter: RateLimiter) ->
         return
     assert isinstance(limiter, RedisRateLimiter)
     client = limiter.client
-    [late] = [int(sent) for sent in client.lrange(model_keys(limiter.prefix, "m")[8], 0, -1)]
-    [on_time] = [int(sent) for sent in client.lrange(model_keys(limiter.prefix, "other")[8], 0, -1)]
+    [late] = [int(sent) for sent in client.lrange(model_keys(limiter.prefix, "m").sends, 0, -1)]
+    [on_time] = [
+        int(sent) for sent in client.lrange(model_keys(limiter.prefix, "other").sends, 0, -1)
+    ]
     assert late - on_time >= 25  # moved by its lateness (not by the 1-2 ms between)
     assert late <= redis_ms(client)  # never past the present
     wait = limiter.send_gate("m", limits)

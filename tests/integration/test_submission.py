@@ -13,9 +13,9 @@ import pytest
 import redis
 
 from bench.common import simulator_stats
+from jury.broker.keys import submit_cursor
 from jury.local.services import ManagedProcess, wait_for
 from jury.schemas.status import BatchState
-from jury.schemas.tasks import submit_cursor_key
 from jury.settings import Settings
 from jury.store.engine import session_factory
 from jury.store.repository import batch_status
@@ -81,7 +81,7 @@ def test_backpressure_and_a_killed_producer_resumed(
         client = redis.Redis.from_url(redis_url)
 
         def waiting_at_the_bound() -> bool:
-            cursor = int(client.get(submit_cursor_key(batch_id)) or 0)
+            cursor = int(client.get(submit_cursor(settings.queue, batch_id)) or 0)
             return cursor > 0 and len(queued_messages(settings)) + WAVE > MAX_QUEUED
 
         wait_for(waiting_at_the_bound, 30, "the producer to fill the queues to the bound")
@@ -104,7 +104,7 @@ def test_backpressure_and_a_killed_producer_resumed(
     # Every judge task was queued once: one call per sample, none twice.
     calls = simulator_stats(simulator)["models"][f"balanced@{tag}"]
     assert calls.get("200") == N_ITEMS * 2, calls
-    assert client.get(submit_cursor_key(batch_id)) is None
+    assert client.get(submit_cursor(settings.queue, batch_id)) is None
 
 
 def test_resume_refuses_a_batch_another_producer_is_submitting(

@@ -378,3 +378,15 @@ async def complete(judge: Judge, messages: list[dict[str, str]]) -> LLMReply:
         remaining_requests=_header_int(headers, "x-ratelimit-remaining-requests"),
         reset_requests_s=header_duration(headers, "x-ratelimit-reset-requests"),
     )
+
+
+def model_prices(model: str) -> tuple[float, float] | None:
+    """(input, output) USD per token in LiteLLM's price map, or None where it has none: what
+    the budget's estimate of a call is priced at (jury.worker.limits.budget)."""
+    for key in (model, model.split("/", 1)[-1]):
+        entry = litellm.model_cost.get(key)
+        if isinstance(entry, dict) and "input_cost_per_token" in entry:
+            return float(entry["input_cost_per_token"] or 0.0), float(
+                entry.get("output_cost_per_token") or 0.0
+            )
+    return None

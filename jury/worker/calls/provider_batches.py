@@ -30,6 +30,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from jury.broker import keys as redis_keys
 from jury.broker.redis_client import log_step_failure
 from jury.errors import JudgeCallError, PermanentJudgeError
 from jury.schemas.batch import BatchConfig, Judge
@@ -80,7 +81,7 @@ class ProviderBatches:
 
     # -- locks ---------------------------------------------------------------------------
     def _lock(self, name: str) -> bool:
-        key = self.runtime.redis.key(f"jury:batch_api:{self.runtime.settings.queue}:{name}")
+        key = self.runtime.redis.key(redis_keys.batch_api_lock(self.runtime.settings.queue, name))
         client = self.runtime.redis.client
         if client.set(
             key, self.node, nx=True, px=int(self.runtime.settings.batch_api_lock_s * 1000)
@@ -93,7 +94,7 @@ class ProviderBatches:
         return False
 
     def _unlock(self, name: str) -> None:
-        key = self.runtime.redis.key(f"jury:batch_api:{self.runtime.settings.queue}:{name}")
+        key = self.runtime.redis.key(redis_keys.batch_api_lock(self.runtime.settings.queue, name))
         client = self.runtime.redis.client
         held = client.get(key)
         if held in (self.node, self.node.encode()):

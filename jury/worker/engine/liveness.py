@@ -5,8 +5,8 @@ kombu's Redis transport keeps every delivered, unacknowledged message in its `un
 is older than the visibility timeout, whether its worker is dead or merely slow. jury follows
 dramatiq's Redis broker instead:
 
-- each worker process beats (`jury:heartbeats:<queue>`, a sorted set: worker → Redis time)
-  every few seconds, and keeps its ledger (`jury:held:<queue>:<worker>`, a set) of the
+- each worker process beats (its deployment's `heartbeats`, a sorted set: worker → Redis time)
+  every few seconds, and keeps its ledger (`held:<worker>`, a set; jury.broker.keys) of the
   delivery tags it holds:
   added when Celery receives a message (the `task_received` signal), removed once the task is
   acknowledged;
@@ -35,35 +35,12 @@ import time
 import uuid
 from typing import Any
 
+from jury.broker import keys as redis_keys
 from jury.broker.redis_client import BrokerRedis
+from jury.broker.scripts import lua
 from jury.settings import Settings
 
 log = logging.getLogger("jury.worker")
-
-HEARTBEATS_KEY = "jury:heartbeats"
-HELD_PREFIX = "jury:held:"
-REAPER_LOCK = "jury:reaper"
-
-_LUA_BEAT = """
-local t = redis.call('TIME')
-redis.call('ZADD', KEYS[1], t[1] * 1000 + math.floor(t[2] / 1000), ARGV[1])
-return 1
-"""
-
-# Move one unacked message back to its queue, with a new payload, if it is still unacked.
-_LUA_RESTORE = """
-if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 then return 0 end
-redis.call('HDEL', KEYS[1], ARGV[1])
-redis.call('ZREM', KEYS[2], ARGV[1])
-redis.call('RPUSH', KEYS[3], ARGV[2])
-return 1
-"""
-
-_LUA_DEAD = """
-local t = redis.call('TIME')
-local now = t[1] * 1000 + math.floor(t[2] / 1000)
-return redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now - tonumber(ARGV[1]))
-"""
 
 
 class HeldMessages:
@@ -107,12 +84,12 @@ class Liveness:
         self.broker = broker
         self.held = held
         self.worker_id = f"{uuid.uuid4().hex[:12]}"
-        self.heartbeats = broker.key(f"{HEARTBEATS_KEY}:{settings.queue}")
+        self.heartbeats = broker.key(redis_keys.heartbeats(settings.queue))
         self.ledger = self._ledger_of(self.worker_id)
         self.queues = {broker.key(q) for q in settings.all_queues}
-        self._beat = broker.client.register_script(_LUA_BEAT)
-        self._restore = broker.client.register_script(_LUA_RESTORE)
-        self._dead = broker.client.register_script(_LUA_DEAD)
+        self._beat = broker.client.register_script(lua("heartbeat"))
+        self._restore = broker.client.register_script(lua("restore_unacked"))
+        self._dead = broker.client.register_script(lua("dead_workers"))
         self._beats = 0
 
     def beat(self) -> None:
@@ -133,7 +110,7 @@ class Liveness:
         self._beat(keys=[self.heartbeats], args=[self.worker_id])
 
     def _ledger_of(self, worker_id: str) -> str:
-        return self.broker.key(f"{HELD_PREFIX}{self.settings.queue}:{worker_id}")
+        return self.broker.key(redis_keys.held(self.settings.queue, worker_id))
 
     def leave(self) -> None:
         """A warm shutdown: this worker holds nothing any more."""
@@ -146,7 +123,7 @@ class Liveness:
         """Give back the messages of dead workers, and orphans; returns how many."""
         client = self.broker.client
         timeout_ms = int(self.settings.heartbeat_timeout_s * 1000)
-        lock = self.broker.key(f"{REAPER_LOCK}:{self.settings.queue}")
+        lock = self.broker.key(redis_keys.reaper_lock(self.settings.queue))
         if not client.set(lock, self.worker_id, nx=True, px=max(1000, timeout_ms // 6)):
             return 0
         moved = 0

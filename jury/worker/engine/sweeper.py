@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 from datetime import timedelta
 
+from jury.broker import keys as redis_keys
 from jury.schemas.adaptive import first_round
 from jury.schemas.tasks import CellRef
 from jury.store.models import utcnow
@@ -59,7 +60,7 @@ def sweep_if_mine(runtime: WorkerRuntime, node: str) -> None:
     """One sweep (and lost-task watch) per interval across the cluster, by a Redis lock."""
     interval = runtime.settings.sweep_interval_s
     broker = runtime.redis
-    lock = broker.key(f"jury:sweeper:{runtime.settings.queue}")
+    lock = broker.key(redis_keys.sweeper_lock(runtime.settings.queue))
     if broker.client.set(lock, node, nx=True, px=int(interval * 1000)):
         sweep_once(runtime)
         requeue_lost_tasks(runtime)

@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import logging
 
+from jury.broker import keys as redis_keys
 from jury.broker.parking import Parking
 from jury.broker.redis_client import BrokerRedis
 from jury.schemas.calls import task_refs
-from jury.schemas.tasks import SampleRef, batch_deployment_key
+from jury.schemas.tasks import SampleRef
 from jury.settings import Settings
 from jury.store.generations import ungenerated_refs
 from jury.store.missing import missing_samples
@@ -47,13 +48,15 @@ def this_deployments(broker: BrokerRedis, settings: Settings, batches: list[str]
     `jury resume` queues what it lacks."""
     if not batches:
         return []
-    marks = broker.client.mget([broker.key(batch_deployment_key(b)) for b in batches])
+    marks = broker.client.mget(
+        [broker.key(redis_keys.batch_mark(settings.queue, b)) for b in batches]
+    )
     queue = settings.queue.encode()
     return [b for b, mark in zip(batches, marks, strict=True) if mark in (queue, settings.queue)]
 
 
 def idle_key(settings: Settings, batch_id: str) -> str:
-    return f"jury:idle:{settings.queue}:{batch_id}"
+    return redis_keys.idle_since(settings.queue, batch_id)
 
 
 def requeue_lost_tasks(runtime: WorkerRuntime) -> int:

@@ -38,6 +38,7 @@ from jury.store.generations import (
 )
 from jury.worker.calls.endpoint_client import ask_endpoint
 from jury.worker.judging.judge_calls import CallTally, ReplyLike, ask
+from jury.worker.limits.budget import BudgetRefused
 from jury.worker.limits.gating import Deferred, endpoint_rate_key, holding_slot
 from jury.worker.limits.ratelimit import Limits
 from jury.worker.runtime import WorkerRuntime
@@ -103,9 +104,11 @@ async def generate_task(runtime: WorkerRuntime, ref: GenerationRef) -> str:
         text = await runtime.in_store(
             item_input, runtime.sessions, ref.batch_id, ref.item_id, names
         )
-        generation = await answer(runtime, candidate, text or "")
-        if generation.cost_usd:  # Redis: off the loop, as the judge tasks' spend
-            await runtime.in_store(runtime.budget.spend, ref.batch_id, generation.cost_usd)
+        try:
+            generation = await answer(runtime, candidate, text or "", ref.batch_id, config)
+        except BudgetRefused as exc:  # `jury resume --max-cost-usd` queues it again
+            reason = await runtime.in_store(runtime.stop_for_budget, ref.batch_id, exc.reading)
+            return f"skipped: {reason}"
     items = await runtime.in_store(
         record_generation, runtime.sessions, ref.batch_id, ref.item_id, generation, names
     )
@@ -123,7 +126,11 @@ async def generate_task(runtime: WorkerRuntime, ref: GenerationRef) -> str:
 
 
 async def answer(
-    runtime: WorkerRuntime, candidate: LLMCandidate | HTTPCandidate, text: str
+    runtime: WorkerRuntime,
+    candidate: LLMCandidate | HTTPCandidate,
+    text: str,
+    batch_id: str,
+    config: BatchConfig,
 ) -> Generation:
     """The candidate's answer to `text`, or its failure as the answer text."""
     if isinstance(candidate, HTTPCandidate):
@@ -137,7 +144,7 @@ async def answer(
         # Waiting for a rate-limit slot in the loop (a generation is never parked), and not
         # counted as an attempt.
         while True:
-            gated = runtime.gated_call()
+            gated = runtime.gated_call(batch_id, config)
             try:
                 return await gated(judge, messages)
             except Deferred as exc:
@@ -151,6 +158,8 @@ async def answer(
         answer_text = await ask(model, messages, str, call_when_allowed, runtime.policy, tally)
     except JudgeCallError as exc:
         return Generation(candidate.name, error_answer(exc.kind, str(exc)), exc.kind)
+    except BudgetRefused:
+        raise
     except Exception as exc:
         log.exception("generation by %s failed outside the call", candidate.name)
         detail = f"{type(exc).__name__}: {exc}"

@@ -9,7 +9,8 @@ Every task runs the same sequence:
 2. the result cache: the very same calls answered before are not paid for again;
 3. the rate-limited call(s), with jury's retry policy (jury.worker.judging.judge_calls), or for a
    heuristic judge its measures of the output (jury.worker.judging.heuristics: no call, no cost);
-4. the spend, on the batch's budget meter;
+4. the budget: each call reserves its estimated cost on the batch's meter before it is sent,
+   and its real cost settles the reservation (jury.worker.limits.budget);
 5. one store write: every sample of the task, its pair scores and the answer to cache, in one
    transaction under the samples' unique keys;
 6. the completion check, the chord's barrier: for each cell that got a new sample, count its
@@ -44,6 +45,7 @@ from jury.worker.judging.heuristics import measure
 from jury.worker.judging.judge_calls import internal_error, judge_call, task_messages
 from jury.worker.judging.prompt_templates import Asking, asking_of
 from jury.worker.judging.result_cache import cache_key, cached_samples
+from jury.worker.limits.budget import BudgetRefused
 from jury.worker.limits.gating import Deferred
 from jury.worker.runtime import WorkerRuntime
 
@@ -119,6 +121,9 @@ async def judge_task(
         return TaskOutcome(skipped=BATCH_API_QUEUED)
     try:
         samples = await _call(runtime, ref, prepared)
+    except BudgetRefused as exc:  # nothing stored: `jury resume --max-cost-usd` finds it
+        reason = await runtime.in_store(runtime.stop_for_budget, ref.batch_id, exc.reading)
+        return TaskOutcome(skipped=reason)
     except Deferred as exc:
         if limit is None or waited_s + exc.countdown_s <= limit:
             raise  # parked by the task: it comes back when its slot is near
@@ -126,7 +131,7 @@ async def judge_task(
         await _store(runtime, ref, samples, None)
         return TaskOutcome(samples)
     cache = runtime.result_cache.entry(prepared.cache_key, prepared.judge, samples)
-    await _store(runtime, ref, samples, cache, spent=True)
+    await _store(runtime, ref, samples, cache)  # its calls' cost is on the meter already
     return TaskOutcome(samples)
 
 
@@ -222,7 +227,7 @@ async def _call(runtime: WorkerRuntime, ref: SampleRef, prepared: _Prepared) -> 
                 prepared.spec.orders,
                 ref.sample,
             )
-        gated = runtime.gated_call()
+        gated = runtime.gated_call(ref.batch_id, prepared.config)
         return await judge_call(
             prepared.judge,
             prepared.dimensions,
@@ -233,8 +238,8 @@ async def _call(runtime: WorkerRuntime, ref: SampleRef, prepared: _Prepared) -> 
             runtime.policy,
             asking=prepared.asking,
         )
-    except Deferred:
-        raise  # the task comes back later; nothing was called, nothing is stored
+    except (Deferred, BudgetRefused):
+        raise  # the task comes back later, or not while the budget is spent; nothing stored
     except Exception as exc:
         log.exception("judge task %s failed outside the judge call", ref)
         error = internal_error(ref.judge, ref.sample, exc)
@@ -290,14 +295,15 @@ def store_writes(runtime: WorkerRuntime, writes: Sequence[_Write]) -> list[CellR
 
 
 def _spend(runtime: WorkerRuntime, writes: Sequence[_Write]) -> None:
-    """What these calls cost, on each batch's budget meter (one update per batch)."""
+    """What these calls cost, on each batch's budget meter (one update per batch): a
+    provider batch's results, whose calls had no reservation of their own."""
     per_batch: dict[str, float] = {}
     for w in writes:
         cost = sum(s.result.cost_usd for s in w.write.samples)
         per_batch[w.ref.batch_id] = per_batch.get(w.ref.batch_id, 0.0) + cost
     for batch_id, cost in per_batch.items():
         try:
-            runtime.budget.spend(batch_id, cost)
+            runtime.budget.add_spent(batch_id, cost)
         except Exception:
             log.exception("could not update the budget meter of %s", batch_id)
 

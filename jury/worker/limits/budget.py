@@ -1,49 +1,122 @@
-"""The budget meter: what a batch's judge calls have cost, shared by every worker in Redis.
+"""A batch's budget, held at every paid call: the call's estimated cost is reserved on the
+batch's meter (jury.broker.budget) before it is sent, and its real cost settles it after.
 
-A batch with `max_cost_usd` stops taking new judge calls once its recorded cost reaches the
-cap. Calls already in flight finish, so the final cost can pass the cap by at most one call
-per busy worker thread. The meter lives in Redis (INCRBYFLOAT is atomic across hosts); if
-Redis lost it, it is rebuilt from the costs stored in the database.
+The estimate is meant as an upper bound, so that a batch ends at or under its cap: the
+prompt's characters count as tokens at CHARS_PER_TOKEN (3: English runs near 4), and the
+answer as the judge's whole `max_tokens` (a provider never answers more). A call that does
+not fit waits while other calls are in flight (their settling may leave room): a task's first
+call parks the task, a later one waits in the loop. With nothing in flight and still no room,
+the batch's budget is spent: BudgetRefused.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import asyncio
+import secrets
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
 
-from jury.broker.redis_client import BrokerRedis
-from jury.schemas.tasks import budget_cap_key, budget_spent_key
+from jury.broker.budget import BudgetMeter, MeterReading
+from jury.errors import JuryError
+from jury.schemas.batch import Judge
 
-# Meters outlive any batch we expect; they go away on their own after that.
-METER_TTL_S = 30 * 86_400
+# An upper-leaning estimate of tokens from characters (tokenizers give ~4 for English).
+CHARS_PER_TOKEN = 3
+# Tokens a chat message costs besides its content (role, separators).
+TOKENS_PER_MESSAGE = 8
+# How soon a call that found no room looks again, while other calls are in flight.
+BUDGET_RECHECK_S = 0.5
+
+# (input, output) USD per token of a model, or None when unknown (jury.worker.calls).
+PriceLookup = Callable[[str], tuple[float, float] | None]
 
 
-class BudgetMeter:
-    def __init__(self, broker: BrokerRedis, stored_cost: Callable[[str], float]) -> None:
-        self.client = broker.client
-        self.key = broker.key
-        self.stored_cost = stored_cost
+def no_prices(model: str) -> tuple[float, float] | None:
+    return None
 
-    def spend(self, batch_id: str, usd: float) -> None:
-        if usd > 0:
-            key = self.key(budget_spent_key(batch_id))
-            pipe = self.client.pipeline()
-            pipe.incrbyfloat(key, usd)
-            pipe.expire(key, METER_TTL_S)
-            pipe.execute()
 
-    def exhausted(self, batch_id: str, default_cap: float | None) -> tuple[bool, float, float]:
-        """(cap reached?, spent, cap); a batch without a cap is never exhausted."""
-        cap_key, spent_key = (
-            self.key(budget_cap_key(batch_id)),
-            self.key(budget_spent_key(batch_id)),
-        )
-        cap_raw, spent_raw = self.client.mget(cap_key, spent_key)
-        cap = float(cap_raw) if cap_raw is not None else default_cap
-        if cap is None:
-            return False, 0.0, float("inf")
-        if spent_raw is None:
-            spent = self.stored_cost(batch_id)
-            self.client.set(spent_key, spent, nx=True, ex=METER_TTL_S)
-        else:
-            spent = float(spent_raw)
-        return spent >= cap, spent, cap
+class BudgetRefused(JuryError):
+    """The batch's cap leaves no room for another call, and no call in flight can free any."""
+
+    def __init__(self, batch_id: str, reading: MeterReading) -> None:
+        self.batch_id = batch_id
+        self.reading = reading
+        super().__init__(budget_reason(batch_id, reading))
+
+
+def budget_reason(batch_id: str, reading: MeterReading) -> str:
+    """The stored reason of a batch stopped by its budget, with its real spend."""
+    in_flight = (
+        f" (and ${reading.reserved_usd:.4f} reserved by calls still in flight)"
+        if reading.reserved_usd > 0
+        else ""
+    )
+    return (
+        f"budget reached: ${reading.spent_usd:.4f} spent{in_flight} of max_cost_usd "
+        f"${reading.cap_usd or 0:g}; no new judge calls. "
+        f"Raise it with `jury resume {batch_id} --max-cost-usd N`"
+    )
+
+
+def call_prices(judge: Judge, lookup: PriceLookup) -> tuple[float, float]:
+    """The judge's own prices where it gives them, else the price map's; (0, 0) unknown."""
+    if judge.input_cost_per_token is not None or judge.output_cost_per_token is not None:
+        return judge.input_cost_per_token or 0.0, judge.output_cost_per_token or 0.0
+    return lookup(judge.model) or (0.0, 0.0)
+
+
+def estimate_cost(judge: Judge, messages: list[dict[str, str]], lookup: PriceLookup) -> float:
+    """What the call may cost at most (see the module's docstring)."""
+    input_price, output_price = call_prices(judge, lookup)
+    if not input_price and not output_price:
+        return 0.0
+    chars = sum(len(m.get("content") or "") for m in messages)
+    prompt = -(-chars // CHARS_PER_TOKEN) + TOKENS_PER_MESSAGE * len(messages)
+    return prompt * input_price + judge.max_tokens * output_price
+
+
+class Deferral(Exception):
+    """No room now, but calls in flight may leave some: come back in `wait_s`."""
+
+    def __init__(self, wait_s: float) -> None:
+        super().__init__(f"no budget room for {wait_s:g} s")
+        self.wait_s = wait_s
+
+
+@dataclass
+class CallBudget:
+    """One task's hold on its batch's budget."""
+
+    meter: BudgetMeter
+    batch_id: str
+    cap_usd: float | None
+    prices: PriceLookup = no_prices
+
+    @asynccontextmanager
+    async def held(
+        self,
+        judge: Judge,
+        messages: list[dict[str, str]],
+        may_park: bool,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> AsyncIterator[Callable[[float], None]]:
+        """Within this block the call's estimate is reserved; call what it yields with the
+        call's real cost (the block's end without it settles at 0: an unpaid failure). With
+        `may_park`, no room raises Deferral instead of waiting in the loop."""
+        estimate = estimate_cost(judge, messages, self.prices)
+        token = secrets.token_hex(8)
+        while True:
+            reservation = self.meter.reserve(self.batch_id, token, estimate, self.cap_usd)
+            if reservation.granted:
+                break
+            if reservation.reading.reserved_usd <= 0:
+                raise BudgetRefused(self.batch_id, reservation.reading)
+            if may_park:
+                raise Deferral(BUDGET_RECHECK_S)
+            await sleep(BUDGET_RECHECK_S)
+        cost = [0.0]
+        try:
+            yield lambda usd: cost.__setitem__(0, usd)
+        finally:
+            self.meter.settle(self.batch_id, token, cost[0])

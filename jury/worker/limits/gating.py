@@ -22,6 +22,7 @@ from jury.errors import JuryError, TransientJudgeError
 from jury.schemas.batch import Judge
 from jury.worker.calls.send_wait import waiting_at_send
 from jury.worker.judging.judge_calls import CallJudge, ReplyLike, Sleep
+from jury.worker.limits.budget import BudgetRefused, CallBudget, Deferral
 from jury.worker.limits.ratelimit import BUSY, DEFERRED, Limits, RateLimiter
 
 # A 429 without Retry-After silences the model this long.
@@ -142,6 +143,8 @@ class GatedCall:
     # Whether `call` runs the send gate's wait at its HTTP send (jury.worker.calls.send_wait) for
     # this judge; otherwise the gate is passed just before `call`.
     waits_at_send: Callable[[Judge], bool] = never
+    # The batch's budget: each call reserves its estimate first (None: no meter to keep).
+    budget: CallBudget | None = None
     calls: int = field(default=0, init=False)
 
     async def __call__(self, judge: Judge, messages: list[dict[str, str]]) -> ReplyLike:
@@ -151,6 +154,29 @@ class GatedCall:
         token = secrets.token_hex(8)
         if limits.active:
             await self._wait_for_slot(key, limits, estimate, token)
+        if self.budget is None:
+            return await self._send(judge, messages, key, limits, estimate, token)
+        try:
+            async with self.budget.held(judge, messages, self.calls == 1, self.sleep) as paid:
+                reply = await self._send(judge, messages, key, limits, estimate, token)
+                paid(reply.cost_usd)
+                return reply
+        except (Deferral, BudgetRefused) as exc:  # no room on the budget: nothing was sent
+            self.limiter.finish(key, limits, token, 0)
+            if isinstance(exc, Deferral):
+                raise Deferred(exc.wait_s) from None
+            raise
+
+    async def _send(
+        self,
+        judge: Judge,
+        messages: list[dict[str, str]],
+        key: str,
+        limits: Limits,
+        estimate: int,
+        token: str,
+    ) -> ReplyLike:
+        """The call itself, its slot freed and the provider's word learnt after it."""
         # An rpm's send gate: woken late (a busy CPU), a call would leave together with the
         # next ones; the gate spaces the sends themselves, as close to the wire as the call
         # lets it.

@@ -1,0 +1,13 @@
+local t = redis.call('TIME')
+local now = t[1] * 1000 + math.floor(t[2] / 1000)
+-- A count below 1 would read as 'all' (LIMIT 0 -1): at least one, at most a thousand.
+local count = math.max(1, math.min(math.floor(tonumber(ARGV[1]) or 1), 1000))
+local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, count)
+for _, member in ipairs(due) do
+  local cut = string.find(member, '\n', 1, true)
+  if cut then
+    redis.call('RPUSH', string.sub(member, 1, cut - 1), string.sub(member, cut + 1))
+  end
+  redis.call('ZREM', KEYS[1], member)
+end
+return #due
