@@ -8,9 +8,10 @@ checked here against this machine's environment but stored as written (schemas.p
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -71,11 +72,20 @@ class ItemStats:
     text_chars: int = 0
     labelled: int = 0  # items carrying people's labels
     cells: int = 0  # (item, dimension) verdicts to come: each item's own dimensions
+    # Of every item as validated, in order: a submission continued later (`jury resume`)
+    # must read the very same items, whatever their file's format.
+    _digest: Any = field(default_factory=hashlib.sha256, repr=False)
 
     def add(self, item: Item) -> None:
         self.count += 1
         self.text_chars += item_chars(item)
         self.labelled += bool(item.labels or item.label)
+        self._digest.update(item.model_dump_json().encode())
+        self._digest.update(b"\n")
+
+    @property
+    def digest(self) -> str:
+        return str(self._digest.hexdigest())
 
 
 @dataclass

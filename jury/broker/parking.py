@@ -111,9 +111,9 @@ class Parking:
         for key in keys:
             while not key.startswith(common):
                 common = common[:-1]
-        pattern = _glob_escape(common) + "*"
+        pattern = glob_escape(common) + "*"
         if containing:
-            pattern += _glob_escape(containing) + "*"
+            pattern += glob_escape(containing) + "*"
         for member, _score in self.broker.client.zscan_iter(self.key, match=pattern, count=1000):
             text = member.decode() if isinstance(member, bytes) else str(member)
             if text.partition("\n")[0] in keys:
@@ -133,7 +133,7 @@ class Parking:
         return False
 
 
-def _glob_escape(text: str) -> str:
+def glob_escape(text: str) -> str:
     return re.sub(r"([*?\[\]\\])", r"\\\1", text)
 
 

@@ -313,6 +313,11 @@ def cancel(batch_id: str) -> None:
     type=click.FloatRange(min=0, min_open=True),
     help="A new budget cap for the batch (after it stopped at its old one).",
 )
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Resume a batch that still has live tasks: queue only what none of them will produce.",
+)
 @FAIL_ON_DEGRADED
 @user_errors
 def resume(
@@ -320,6 +325,7 @@ def resume(
     missing_only: bool,
     wait: bool,
     max_cost_usd: float | None,
+    force: bool,
     fail_on_degraded: bool,
 ) -> None:
     """Judge again the samples of a batch that have no successful result, or go on with the
@@ -340,7 +346,7 @@ def resume(
         click.echo(f"{batch_id}: submission continued; queued the remaining {n_items} items")
         plan = None
     else:
-        plan = resume_batch(sessions, app, batch_id, missing_only)
+        plan = resume_batch(sessions, app, batch_id, missing_only, force)
         click.echo(f"{batch_id}: re-enqueued {plan.n_samples} samples in {len(plan.cells)} cells")
         if plan.generations:
             n_items = len({ref.item_id for ref in plan.generations})

@@ -7,9 +7,12 @@ from dataclasses import dataclass, field
 from celery import Celery
 
 from jury.broker.budget import BudgetMeter
+from jury.broker.live_tasks import LiveTasks, live_tasks
 from jury.broker.parking import Parking
 from jury.broker.redis_client import BrokerRedis
+from jury.errors import JuryError
 from jury.producer.publishing import Publisher, cell_samples
+from jury.schemas.batch import BatchConfig
 from jury.schemas.calls import task_refs
 from jury.schemas.status import BatchState
 from jury.schemas.tasks import CellRef, GenerationRef, SampleRef
@@ -69,33 +72,99 @@ def plan_resume(sessions: Sessions, batch_id: str, missing_only: bool) -> Resume
     return ResumePlan(*missing_samples(sessions, batch_id, config, missing_only), ungenerated)
 
 
-def resume_batch(sessions: Sessions, app: Celery, batch_id: str, missing_only: bool) -> ResumePlan:
+def resume_batch(
+    sessions: Sessions, app: Celery, batch_id: str, missing_only: bool, force: bool = False
+) -> ResumePlan:
     """Queue again what the batch lacks: judge tasks with no stored sample, and (unless
-    `missing_only`) those stored as failures. Waits for room like a submission does."""
-    plan = plan_resume(sessions, batch_id, missing_only)
-    if not plan.cells and not plan.generations:
-        return plan
-    reopen_cells(sessions, batch_id, plan.failed)
-    reopen_batch(sessions, batch_id)
+    `missing_only`) those stored as failures. Waits for room like a submission does.
+
+    Never pays twice: a batch with live tasks (queued, held by a worker, parked or waiting for
+    a slot) is refused (LiveTasksError), since those tasks will judge what they hold. With
+    `force`, the batch is reopened first (its live tasks then run rather than being skipped)
+    and only the samples no live task holds are queued."""
     config = load_config(sessions, batch_id)
     publisher = Publisher(app, config)
     try:
-        wave: list[SampleRef] = []
-        for (item_id, dimension), samples in plan.cells.items():
-            wave.extend(cell_samples(CellRef(batch_id, item_id, dimension), samples))
-            if len(wave) >= publisher.wave_size:
-                publisher.wait_for_room(len(wave))
-                publisher.publish(task_refs(config, wave))
-                wave = []
-        if wave:
-            publisher.wait_for_room(len(wave))
-            publisher.publish(task_refs(config, wave))
-        if plan.generations:
-            publisher.wait_for_room(len(plan.generations))
-            publisher.publish_generations(plan.generations)
+        live = live_tasks(publisher.broker, publisher.all_queues, batch_id)
+        if live.total and not force:
+            raise LiveTasksError(batch_id, live)
+        if force:
+            reopen_batch(sessions, batch_id)
+            live = live_tasks(publisher.broker, publisher.all_queues, batch_id)
+        # Scan, plan, scan and plan again: a message is in no list while a worker takes it
+        # (between BRPOP and kombu's `unacked` entry), and a task may store its sample between
+        # a scan and a plan. A sample planned twice and seen live by neither scan has none.
+        first = plan_resume(sessions, batch_id, missing_only)
+        live.merge(live_tasks(publisher.broker, publisher.all_queues, batch_id))
+        second = plan_resume(sessions, batch_id, missing_only)
+        plan = _without(_in_both(first, second), batch_id, live)
+        if not plan.cells and not plan.generations:
+            return plan
+        reopen_cells(sessions, batch_id, plan.failed)
+        reopen_batch(sessions, batch_id)
+        _publish_plan(publisher, config, batch_id, plan)
     finally:
         publisher.close()
     return plan
+
+
+class LiveTasksError(JuryError):
+    def __init__(self, batch_id: str, live: LiveTasks) -> None:
+        super().__init__(
+            f"batch {batch_id} still has {live.total} live tasks ({live.describe()}); they "
+            "will judge what they hold, and queuing their samples again would pay for them "
+            f"twice. Follow it with `jury status {batch_id} --follow`, or run `jury resume "
+            f"{batch_id} --force` to queue only what no live task will produce"
+        )
+        self.live = live
+
+
+def _without(plan: ResumePlan, batch_id: str, live: LiveTasks) -> ResumePlan:
+    """The plan less whatever a live task will produce."""
+    if not live.total:
+        return plan
+    cells: dict[tuple[str, str], list[tuple[str, int]]] = {}
+    for (item_id, dimension), samples in plan.cells.items():
+        kept = [
+            (judge, sample)
+            for judge, sample in samples
+            if SampleRef(batch_id, item_id, dimension, judge, sample) not in live.samples
+        ]
+        if kept:
+            cells[(item_id, dimension)] = kept
+    failed = {cell: s for cell, s in plan.failed.items() if cell in cells}
+    generations = [g for g in plan.generations if g not in live.generations]
+    return ResumePlan(cells, failed, generations)
+
+
+def _in_both(first: ResumePlan, second: ResumePlan) -> ResumePlan:
+    cells: dict[tuple[str, str], list[tuple[str, int]]] = {}
+    for cell, samples in second.cells.items():
+        earlier = set(first.cells.get(cell, ()))
+        kept = [s for s in samples if s in earlier]
+        if kept:
+            cells[cell] = kept
+    failed = {cell: s for cell, s in second.failed.items() if cell in cells}
+    generations = [g for g in second.generations if g in set(first.generations)]
+    return ResumePlan(cells, failed, generations)
+
+
+def _publish_plan(
+    publisher: Publisher, config: BatchConfig, batch_id: str, plan: ResumePlan
+) -> None:
+    wave: list[SampleRef] = []
+    for (item_id, dimension), samples in plan.cells.items():
+        wave.extend(cell_samples(CellRef(batch_id, item_id, dimension), samples))
+        if len(wave) >= publisher.wave_size:
+            publisher.wait_for_room(len(wave))
+            publisher.publish(task_refs(config, wave))
+            wave = []
+    if wave:
+        publisher.wait_for_room(len(wave))
+        publisher.publish(task_refs(config, wave))
+    if plan.generations:
+        publisher.wait_for_room(len(plan.generations))
+        publisher.publish_generations(plan.generations)
 
 
 def raise_budget(

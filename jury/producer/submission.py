@@ -80,6 +80,7 @@ def submit_batch(
         str(source.path),
         source.stats.count,
         source.stats.cells,
+        items_digest=source.stats.digest,
     )
     _publish_from(source, sessions, app, batch_id, start=0)
     return batch_id
@@ -92,7 +93,13 @@ def continue_submission(sessions: Sessions, app: Celery, batch_id: str) -> int:
     panel, dimensions and items.
     """
     status = batch_status(sessions, batch_id)
-    source = _reload_source(sessions, batch_id)
+    source, digest = _reload_source(sessions, batch_id)
+    if digest is not None and source.stats.digest != digest:
+        raise JuryError(
+            f"the items of {source.items_path or source.path} are not those batch {batch_id} "
+            "was submitted with (their content differs, if not their number); it cannot be "
+            "continued from them. Put the original items back, or submit a new batch"
+        )
     if source.stats.count != status.n_items:
         raise JuryError(
             f"{source.path} now holds {source.stats.count} items, but batch {batch_id} was "
@@ -111,8 +118,8 @@ def continue_submission(sessions: Sessions, app: Celery, batch_id: str) -> int:
     return status.n_items - start
 
 
-def _reload_source(sessions: Sessions, batch_id: str) -> BatchSource:
-    path = batch_source(sessions, batch_id)
+def _reload_source(sessions: Sessions, batch_id: str) -> tuple[BatchSource, str | None]:
+    path, digest = batch_source(sessions, batch_id)
     source = load_batch(path)
     stored = load_config(sessions, batch_id)
     if source.config.model_dump(mode="json") != stored.model_dump(mode="json"):
@@ -120,7 +127,7 @@ def _reload_source(sessions: Sessions, batch_id: str) -> BatchSource:
             f"{path} has changed since batch {batch_id} was submitted (judges, dimensions or "
             "settings differ); it cannot be continued from it"
         )
-    return source
+    return source, digest
 
 
 def _publish_from(

@@ -28,6 +28,9 @@ class BatchRow(Base):
     config: Mapped[dict[str, Any]] = mapped_column(JSON)
     status: Mapped[str] = mapped_column(String(16), index=True)
     source: Mapped[str] = mapped_column(Text, default="")
+    # A digest of the items as validated at submit (jury.batchfile.loading.ItemStats): a
+    # submission continued later must read the same items. NULL for batches of older jurys.
+    items_digest: Mapped[str | None] = mapped_column(String(64), nullable=True)
     n_items: Mapped[int] = mapped_column(Integer, default=0)
     n_cells: Mapped[int] = mapped_column(Integer, default=0)
     n_samples_expected: Mapped[int] = mapped_column(Integer, default=0)

@@ -24,6 +24,7 @@ def create_batch(
     source: str,
     n_items: int = 0,
     n_cells: int | None = None,
+    items_digest: str | None = None,
 ) -> None:
     """Record a batch being submitted; with `n_items` (known from validation), its totals.
     `n_cells`: the sum of each item's dimensions (default: every item on the batch's)."""
@@ -39,6 +40,7 @@ def create_batch(
                 config=config.model_dump(mode="json"),
                 status=BatchState.SUBMITTING.value,
                 source=source,
+                items_digest=items_digest,
                 n_items=n_items,
                 n_cells=n_cells,
                 n_samples_expected=n_cells * config.samples_per_cell,
@@ -123,10 +125,11 @@ def load_config(sessions: Sessions, batch_id: str) -> BatchConfig:
         return BatchConfig.model_validate(batch_row(session, batch_id).config)
 
 
-def batch_source(sessions: Sessions, batch_id: str) -> str:
-    """The path of the batch file it was submitted from."""
+def batch_source(sessions: Sessions, batch_id: str) -> tuple[str, str | None]:
+    """The path of the batch file it was submitted from, and the digest of its items then."""
     with sessions() as session:
-        return batch_row(session, batch_id).source
+        row = batch_row(session, batch_id)
+        return row.source, row.items_digest
 
 
 def load_item(sessions: Sessions, batch_id: str, item_id: str) -> Item:
