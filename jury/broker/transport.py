@@ -52,6 +52,9 @@ from redis import exceptions as redis_errors
 from jury.broker.scripts import lua
 
 TRANSPORT_PATH = "jury.broker.transport:Transport"
+# The kombu minor versions this module was read against (its private methods: `_brpop_read`,
+# `_q_for_pri`, `QoS._remove_from_indices` …). pyproject.toml allows only these.
+KOMBU_READ_AGAINST = ("5.7",)
 # The schemes kombu itself maps onto kombu.transport.redis:Transport.
 SHARED_CLIENT_SCHEMES = ("redis", "rediss")
 # The longest an ack waits for a delivery to share its round trip with.

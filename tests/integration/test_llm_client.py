@@ -22,7 +22,7 @@ from jury.worker.engine.loop import EventLoopThread
 from jury.worker.judging.judge_calls import RetryPolicy, judge_call, task_messages
 from jury.worker.judging.prompts import build_messages
 from jury.worker.limits.gating import GatedCall
-from jury.worker.limits.ratelimit import GRANTED, Limits, MemoryRateLimiter, Permit
+from jury.worker.limits.ratelimit import Limits, MemoryRateLimiter, Outcome, Permit
 
 pytestmark = pytest.mark.integration
 MESSAGES = build_messages(Item(id="a", input="2+2?", output="4"), Dimension(name="relevance"))
@@ -157,7 +157,7 @@ class GateThatMakesTheCallWait(MemoryRateLimiter):
         self.gaps = [0.75, 0.75]
 
     def reserve(self, key: str, limits: Limits, tokens: int, token: str) -> Permit:
-        return Permit(GRANTED, 0.0, token)
+        return Permit(Outcome.GRANTED, 0.0, token)
 
     def send_gate(self, key: str, limits: Limits) -> float:
         if self.gaps:

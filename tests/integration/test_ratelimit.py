@@ -33,11 +33,10 @@ from jury.worker.calls.llm_client import header_duration
 from jury.worker.judging.judge_calls import ReplyLike
 from jury.worker.limits.gating import Deferred, GatedCall, endpoint_rate_key, holding_slot, rate_key
 from jury.worker.limits.ratelimit import (
-    BUSY,
-    COOLING,
     MIN_PACE,
     Limits,
     MemoryRateLimiter,
+    Outcome,
     Permit,
     RateLimiter,
 )
@@ -217,7 +216,7 @@ def test_a_freed_slot_goes_to_the_first_in_line(redis_url: str) -> None:
     try:
         assert limiter.reserve("m", limits, 1, "holder").granted
         busy = limiter.reserve("m", limits, 1, "waiter")
-        assert busy.outcome == BUSY and busy.line == model_keys(prefix, "m").waiters
+        assert busy.outcome == Outcome.BUSY and busy.line == model_keys(prefix, "m").waiters
         # Two tasks wait in the line, the line in the set (as Parking.wait_in_line does).
         client.sadd(f"{prefix}lines", busy.line)
         client.rpush(busy.line, f"{queue}\nfirst", f"{queue}\nsecond")
@@ -349,7 +348,7 @@ def test_a_spent_window_pauses_the_model_until_its_reset(limiter: RateLimiter) -
     gated = GatedCall(answer, limiter, HORIZON, sleep=no_sleep)
     asyncio.run(gated(judge, [{"role": "user", "content": "x"}]))
     permit = limiter.reserve(rate_key(judge), Limits(rpm=1200), 1, "next")
-    assert permit.outcome == COOLING and 0 < permit.wait_s <= 0.4
+    assert permit.outcome == Outcome.COOLING and 0 < permit.wait_s <= 0.4
 
 
 def test_a_window_spent_an_answer_ago_is_counted_from_the_send(limiter: RateLimiter) -> None:
@@ -371,9 +370,9 @@ def test_a_window_spent_an_answer_ago_is_counted_from_the_send(limiter: RateLimi
         asyncio.run(gated(judge, [{"role": "user", "content": "x"}]))
         return limiter.reserve(rate_key(judge), Limits(rpm=1200), 1, "next")
 
-    assert answered_in(500).outcome != COOLING
+    assert answered_in(500).outcome != Outcome.COOLING
     permit = answered_in(100)
-    assert permit.outcome == COOLING and 0.2 < permit.wait_s <= 0.3
+    assert permit.outcome == Outcome.COOLING and 0.2 < permit.wait_s <= 0.3
 
 
 def test_openai_durations_are_read() -> None:

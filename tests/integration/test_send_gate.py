@@ -16,10 +16,10 @@ from jury.broker.keys import model_keys
 from jury.schemas.batch import Judge
 from jury.worker.limits.gating import GatedCall, rate_key
 from jury.worker.limits.ratelimit import (
-    GRANTED,
     SEND_SPACING,
     Limits,
     MemoryRateLimiter,
+    Outcome,
     Permit,
     RateLimiter,
 )
@@ -162,7 +162,7 @@ class CountingGate(MemoryRateLimiter):
         super().sent(key)
 
     def reserve(self, key: str, limits: Limits, tokens: int, token: str) -> Permit:
-        return Permit(GRANTED, 0.0, token)  # every slot is past: the calls woke late
+        return Permit(Outcome.GRANTED, 0.0, token)  # every slot is past: the calls woke late
 
     def send_gate(self, key: str, limits: Limits) -> float:
         self.gate_asks += 1

@@ -23,7 +23,7 @@ from jury.schemas.batch import Judge
 from jury.worker.calls.send_wait import waiting_at_send
 from jury.worker.judging.judge_calls import CallJudge, ReplyLike, Sleep
 from jury.worker.limits.budget import BudgetRefused, CallBudget, Deferral
-from jury.worker.limits.ratelimit import BUSY, DEFERRED, Limits, RateLimiter
+from jury.worker.limits.ratelimit import Limits, Outcome, RateLimiter
 
 # A 429 without Retry-After silences the model this long.
 DEFAULT_COOL_DOWN_S = 5.0
@@ -101,9 +101,9 @@ async def wait_for_slot(
                     raise
             return
         if park_beyond_s is not None:
-            if permit.outcome == BUSY:
+            if permit.outcome == Outcome.BUSY:
                 raise Deferred(0.0, line=permit.line)
-            if permit.outcome == DEFERRED or permit.wait_s > park_beyond_s:
+            if permit.outcome == Outcome.DEFERRED or permit.wait_s > park_beyond_s:
                 raise Deferred(permit.wait_s)
         await sleep(permit.wait_s)
 

@@ -29,6 +29,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from enum import IntEnum
 from typing import Protocol
 
 
@@ -43,7 +44,13 @@ class Limits:
         return bool(self.rpm or self.tpm or self.max_in_flight)
 
 
-GRANTED, DEFERRED, BUSY, COOLING = 1, 0, 2, 3
+class Outcome(IntEnum):
+    """What a reservation got; the values are the Lua script's (rate_reserve.lua)."""
+
+    DEFERRED = 0
+    GRANTED = 1
+    BUSY = 2
+    COOLING = 3
 
 
 @dataclass(frozen=True)
@@ -52,7 +59,7 @@ class Permit:
     horizon; come back in `wait_s`. BUSY: every in-flight slot is taken; poll again in
     `wait_s`. COOLING: a 429 silenced the model for `wait_s` more."""
 
-    outcome: int
+    outcome: Outcome
     wait_s: float
     token: str = ""
     # BUSY: the model's waiting line, where a task that must wait for a slot can park.
@@ -60,7 +67,7 @@ class Permit:
 
     @property
     def granted(self) -> bool:
-        return self.outcome == GRANTED
+        return self.outcome == Outcome.GRANTED
 
 
 class RateLimiter(Protocol):
@@ -182,11 +189,11 @@ class MemoryRateLimiter:
         now = self.clock()
         state = self.models.setdefault(key, _ModelState())
         if state.cool_until > now:
-            return Permit(COOLING, state.cool_until - now, token)
+            return Permit(Outcome.COOLING, state.cool_until - now, token)
         if limits.max_in_flight:
             state.in_flight = {t: end for t, end in state.in_flight.items() if end > now}
             if len(state.in_flight) >= limits.max_in_flight:
-                return Permit(BUSY, IN_FLIGHT_POLL_S, token, line=key)
+                return Permit(Outcome.BUSY, IN_FLIGHT_POLL_S, token, line=key)
         slack = self.slack / state.pace
         rpm_step = 60 / limits.rpm * slack if limits.rpm else 0.0
         tpm_step = tokens * 60 / limits.tpm * slack if limits.tpm else 0.0
@@ -199,10 +206,10 @@ class MemoryRateLimiter:
             if limits.max_in_flight:
                 state.in_flight[token] = start + LEASE_MS / 1000
             state.pace = min(1.0, state.pace + pace_step(limits))
-            return Permit(GRANTED, start - now, token)
+            return Permit(Outcome.GRANTED, start - now, token)
         defer = max(state.defer, start)
         state.defer = defer + max(rpm_step, tpm_step)
-        return Permit(DEFERRED, defer - now - self.horizon / 2, token)
+        return Permit(Outcome.DEFERRED, defer - now - self.horizon / 2, token)
 
     def finish(self, key: str, limits: Limits, token: str, extra_tokens: int) -> None:
         state = self.models.setdefault(key, _ModelState())

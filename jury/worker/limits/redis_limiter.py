@@ -28,13 +28,13 @@ import redis
 from jury.broker import keys as redis_keys
 from jury.broker.scripts import lua
 from jury.worker.limits.ratelimit import (
-    BUSY,
     IN_FLIGHT_POLL_S,
     LATE_SEND_S,
     LEASE_MS,
     MIN_PACE,
     SEND_SPACING,
     Limits,
+    Outcome,
     Permit,
     pace_step,
     sends_per_window,
@@ -114,10 +114,10 @@ class RedisRateLimiter:
                 pace_step(limits),
             ],
         )
-        if outcome == BUSY:
+        if outcome == Outcome.BUSY:
             # The line joins the set of lines when a task waits in it (Parking.wait_in_line).
-            return Permit(BUSY, IN_FLIGHT_POLL_S, token, line=keys.waiters)
-        return Permit(int(outcome), max(0.0, float(wait_ms) / 1000), token)
+            return Permit(Outcome.BUSY, IN_FLIGHT_POLL_S, token, line=keys.waiters)
+        return Permit(Outcome(int(outcome)), max(0.0, float(wait_ms) / 1000), token)
 
     def finish(self, key: str, limits: Limits, token: str, extra_tokens: int) -> None:
         if not (limits.max_in_flight or (limits.tpm and extra_tokens)):
