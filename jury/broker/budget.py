@@ -113,8 +113,17 @@ class BudgetMeter:
         return MeterReading(spent_usd, to_usd(max(0, int(reserved or 0))), cap_usd)
 
     def set_cap(self, batch_id: str, cap_usd: float) -> None:
-        key = self.broker.key(redis_keys.budget(self.queue, batch_id).cap)
-        self.broker.client.set(key, to_nano(cap_usd), px=METER_TTL_MS)
+        """A new cap (`jury resume --max-cost-usd`): the meter opens again."""
+        keys = redis_keys.budget(self.queue, batch_id)
+        with self.broker.client.pipeline() as pipe:
+            pipe.set(self.broker.key(keys.cap), to_nano(cap_usd), px=METER_TTL_MS)
+            pipe.delete(self.broker.key(keys.closed))
+            pipe.execute()
+
+    def close(self, batch_id: str) -> None:
+        """No call reserves any more (the batch was stopped for its budget)."""
+        key = self.broker.key(redis_keys.budget(self.queue, batch_id).closed)
+        self.broker.client.set(key, 1, px=METER_TTL_MS)
 
     def _seed(self, batch_id: str) -> float:
         spent = self.stored_cost(batch_id)

@@ -114,6 +114,7 @@ class BudgetKeys(NamedTuple):
     reserved: str  # what calls in flight may cost, at most (their estimates)
     leases: str  # reservation token -> when it lapses (a sorted set)
     amounts: str  # reservation token -> its amount (a hash)
+    closed: str  # set when the budget stopped the batch: no call reserves any more
 
 
 def budget(queue: str, batch_id: str) -> BudgetKeys:

@@ -78,17 +78,19 @@ def resume_batch(
     """Queue again what the batch lacks: judge tasks with no stored sample, and (unless
     `missing_only`) those stored as failures. Waits for room like a submission does.
 
-    Never pays twice: a batch with live tasks (queued, held by a worker, parked or waiting for
-    a slot) is refused (LiveTasksError), since those tasks will judge what they hold. With
-    `force`, the batch is reopened first (its live tasks then run rather than being skipped)
-    and only the samples no live task holds are queued."""
+    Never pays twice: a running batch with live tasks (queued, held by a worker, parked or
+    waiting for a slot) is refused (LiveTasksError), since those tasks will judge what they
+    hold. A batch that stopped (its budget, a cancel) is reopened first, as with `force`: its
+    live tasks then run rather than being skipped, and only the samples no live task holds
+    are queued."""
     config = load_config(sessions, batch_id)
     publisher = Publisher(app, config)
     try:
         live = live_tasks(publisher.broker, publisher.all_queues, batch_id)
-        if live.total and not force:
+        state = batch_status(sessions, batch_id).status
+        if live.total and state == BatchState.RUNNING and not force:
             raise LiveTasksError(batch_id, live)
-        if force:
+        if live.total and state in (BatchState.STOPPED, BatchState.CANCELLED):
             reopen_batch(sessions, batch_id)
             live = live_tasks(publisher.broker, publisher.all_queues, batch_id)
         # Scan, plan, scan and plan again: a message is in no list while a worker takes it

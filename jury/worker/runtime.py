@@ -153,7 +153,9 @@ class WorkerRuntime:
     def gated_call(self, batch_id: str, config: BatchConfig) -> GatedCall:
         """The LLM call behind the cluster-wide rate limiter and the batch's budget, for one
         task."""
-        budget = CallBudget(self.budget, batch_id, config.max_cost_usd, self.prices)
+        budget = None
+        if not self.uncapped(batch_id, config):  # an uncapped batch's cost is in the store
+            budget = CallBudget(self.budget, batch_id, config.max_cost_usd, self.prices)
         return GatedCall(
             self.call,
             self.limiter,
@@ -246,6 +248,16 @@ class WorkerRuntime:
             self._states[batch_id] = cached
         return cached[1]
 
+    def uncapped(self, batch_id: str, config: BatchConfig) -> bool:
+        """Whether the batch had no cap when last looked at (out_of_budget), within
+        STATE_TTL_S: its calls need not be reserved (two round trips each)."""
+        seen = self._uncapped.get(batch_id)
+        return (
+            config.max_cost_usd is None
+            and seen is not None
+            and time.monotonic() - seen < STATE_TTL_S
+        )
+
     def out_of_budget(self, batch_id: str, config: BatchConfig) -> str | None:
         """Why no new judge call may start for this batch, if its budget is spent. A batch
         without a cap is looked at again every STATE_TTL_S (`jury resume --max-cost-usd`
@@ -266,6 +278,7 @@ class WorkerRuntime:
     def stop_for_budget(self, batch_id: str, reading: MeterReading) -> str:
         """Stop the batch, its budget spent; returns the reason stored with it."""
         reason = budget_reason(batch_id, reading)
+        self.budget.close(batch_id)
         if stop_running_batch(self.sessions, batch_id, reason):
             log.warning("batch %s: %s", batch_id, reason)
         self._states.pop(batch_id, None)

@@ -1,5 +1,5 @@
 -- Settle a reservation: give back its estimate, count what the call really cost.
--- KEYS: cap, spent, reserved, leases, amounts; ARGV: token, cost (nano-dollars), key TTL (ms).
+-- KEYS: cap, spent, reserved, leases, amounts (closed); ARGV: token, cost (nano-dollars), key TTL (ms).
 if #KEYS < 5 then return redis.error_reply('budget_settle: 5 keys') end
 local amount = redis.call('HGET', KEYS[5], ARGV[1])
 if amount then  -- not lapsed meanwhile
