@@ -92,7 +92,10 @@ def embedded_stack(
             update["database_url"] = database_url
         settings = base.model_copy(update=update)
         if simulator:
-            sim = start_simulator(log_dir, SIMULATOR_OPTIONS)
+            # Its Batch API's files in our folder, removed with it (else a temporary folder
+            # of the simulator's own would outlive every run).
+            batches = ["--batch-dir", str(log_dir / "simulator-batches")]
+            sim = start_simulator(log_dir, [*SIMULATOR_OPTIONS, *batches])
             started.append(sim)
             console.print(f"simulator (judge personas) at {sim.url}")
             # Read by the producer's validation of `${JURY_SIMULATOR_URL}`, and by the worker.
