@@ -20,7 +20,7 @@ from jury.batchfile.loading import BatchSource, load_batch
 from jury.batchfile.overrides import SubmitOptions, sample_items
 from jury.batchfile.planning import BatchPlan, plan_batch
 from jury.batchfile.starter import first_items
-from jury.errors import BatchFileError, JuryError
+from jury.errors import BatchExistsError, BatchFileError, JuryError
 from jury.producer.publishing import check_broker, create_producer_app
 from jury.producer.submission import new_batch_id, submit_batch
 from jury.schemas.batch import BatchConfig, Item
@@ -47,25 +47,25 @@ class PreparedBatch:
     a `with` block), unless a submission stopped half-way needs it to go on (see `submit`)."""
 
     def __init__(self, source: BatchSource, folder: Path | None = None) -> None:
-        self.source = source
+        self._source = source
         self._folder = folder
 
     @property
     def config(self) -> BatchConfig:
-        return self.source.config
+        return self._source.config
 
     @property
     def n_items(self) -> int:
-        return self.source.stats.count
+        return self._source.stats.count
 
     @property
     def n_cells(self) -> int:
         """The (item, dimension) verdicts to come: each item's own dimensions."""
-        return self.source.stats.cells
+        return self._source.stats.cells
 
     def plan(self) -> BatchPlan:
         """Calls per judge, tokens and estimated cost (`jury submit --dry-run`)."""
-        stats = self.source.stats
+        stats = self._source.stats
         return plan_batch(self.config, stats.count, stats.text_chars, stats.cells)
 
     def submit(
@@ -88,9 +88,10 @@ class PreparedBatch:
         if on_start is not None:
             on_start(batch_id)
         try:
-            submit_batch(self.source, sessions, create_producer_app(settings), batch_id)
+            submit_batch(self._source, sessions, create_producer_app(settings), batch_id)
         except (Exception, KeyboardInterrupt) as exc:
-            if self._folder is not None and _left_submitting(sessions, batch_id):
+            ours = not isinstance(exc, BatchExistsError)  # else the id is another batch's
+            if ours and self._folder is not None and _left_submitting(sessions, batch_id):
                 exc.add_note(
                     f"batch {batch_id} is kept in {self._folder} for `jury resume {batch_id}`; "
                     "delete that folder once the batch has finished"

@@ -14,10 +14,13 @@ import pytest
 
 import jury
 from jury.api import prepare
+from jury.batchfile.loading import BatchSource
 from jury.errors import BatchFileError, BatchRunningError, UnknownBatchError, WaitTimeoutError
 from jury.local.services import ManagedProcess
 from jury.schemas.status import BatchState
 from jury.settings import Settings
+from jury.store.repository import create_batch
+from jury.store.sql import Sessions
 from tests.conftest import settings_for
 
 pytestmark = pytest.mark.integration
@@ -142,3 +145,25 @@ def test_prepare_plans_without_queueing_and_cleans_up(
 def test_evaluate_with_the_simulator_refuses_a_deployment_with_the_reason() -> None:
     with pytest.raises(jury.JuryError, match="starts the judge simulator on this machine"):
         jury.evaluate(spec("${JURY_SIMULATOR_URL}"), items=ITEMS, simulator=True, embedded=False)
+
+
+def test_a_dict_batch_interrupted_mid_submission_keeps_its_files_for_resume(
+    redis_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C after the batch was recorded, before its items were all queued: the batch is
+    left `submitting`, and `jury resume` reads its batch file again, so the temporary folder
+    written from the dict stays, named in a note on the KeyboardInterrupt."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    settings = settings_for(redis_url, f"sqlite:///{tmp_path / 'jury.db'}")
+
+    def recorded_then_interrupted(source: BatchSource, sessions: Sessions, *args: object) -> str:
+        batch_id = str(args[-1])
+        create_batch(sessions, batch_id, source.config, str(source.path), source.stats.count)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("jury.api.submission.submit_batch", recorded_then_interrupted)
+    with pytest.raises(KeyboardInterrupt) as stopped:
+        jury.submit(spec("http://127.0.0.1:1/v1"), items=ITEMS, settings=settings)
+    (kept,) = [p for p in tmp_path.iterdir() if p.name.startswith("jury-batch-")]
+    assert (kept / "batch.json").exists() and (kept / "items.jsonl").exists()
+    assert f"is kept in {kept} for `jury resume" in " ".join(stopped.value.__notes__)
