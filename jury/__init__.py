@@ -1,7 +1,7 @@
 """jury: score large batches of LLM outputs with a distributed panel of LLM judges.
 
-The Python API (`jury.submit`, `jury.evaluate`, …; see jury.api) is imported on first use, so
-that `import jury` stays cheap.
+The Python API (`jury.submit`, `jury.attach`, `jury.evaluate`, …; see jury.api) is imported
+on first use, so that `import jury` stays cheap.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from jury._version import __version__
 
 if TYPE_CHECKING:
-    from jury.api import Batch, Results, evaluate, submit
+    from jury.api import Batch, Results, attach, evaluate, submit
     from jury.errors import JuryError
     from jury.schemas.batch import Item
     from jury.schemas.results import Verdict
@@ -25,6 +25,7 @@ __all__ = [
     "Results",
     "Verdict",
     "__version__",
+    "attach",
     "evaluate",
     "submit",
 ]
@@ -33,6 +34,7 @@ __all__ = [
 _LAZY = {
     "Batch": "jury.api",
     "Results": "jury.api",
+    "attach": "jury.api",
     "evaluate": "jury.api",
     "submit": "jury.api",
     "Item": "jury.schemas.batch",

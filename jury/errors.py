@@ -35,6 +35,14 @@ class BatchExistsError(JuryError):
         )
 
 
+class BatchRunningError(JuryError):
+    """The batch has not finished, and the caller asked not to wait (`results(wait=False)`)."""
+
+
+class WaitTimeoutError(JuryError):
+    """The batch was still running when waiting for it gave up at its timeout."""
+
+
 class ConfigurationError(JuryError):
     """The environment (broker URL, database URL, …) is unusable."""
 

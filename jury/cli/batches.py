@@ -12,40 +12,23 @@ from rich.console import Console
 from rich.text import Text
 
 from jury._version import runtime_versions
-from jury.batchfile.loading import load_batch
-from jury.batchfile.overrides import SubmitOptions, sample_items
-from jury.batchfile.planning import plan_batch
-from jury.batchfile.starter import first_items
+from jury.api import Batch, PreparedBatch, attach, new_batch_id, prepare
 from jury.cli.common import (
     FAIL_ON_DEGRADED,
+    display_mode,
     errors_console,
     fail,
     follow_to_end,
-    load_settings,
     user_errors,
 )
 from jury.errors import JuryError
 from jury.producer.following import Display, print_progress, print_verdicts, snapshot, status_json
 from jury.results.csv_records import write_csv
-from jury.results.formats import (
-    FORMATS,
-    make_console,
-    write_json,
-    write_jsonl,
-)
-from jury.results.labelled import read_records
+from jury.results.formats import FORMATS, make_console, write_json, write_jsonl
 from jury.results.plan_table import print_plan
-from jury.results.provider_batches import (
-    open_provider_batches,
-    print_provider_batches,
-    provider_batches_json,
-)
+from jury.results.provider_batches import print_provider_batches, provider_batches_json
 from jury.results.samples import SAMPLE_FORMATS, write_samples
 from jury.schemas.identifiers import batch_id_problem
-from jury.schemas.status import BatchState
-from jury.store.engine import session_factory
-from jury.store.inspection import iter_batch_samples
-from jury.store.repository import batch_status, load_config
 
 
 @click.command()
@@ -120,55 +103,44 @@ def submit(
         fail("--seed goes with --sample N (the seed of the sample); nothing was enqueued")
     if sample is not None and limit is not None:
         fail("--sample and --limit both choose the items: give one; nothing was enqueued")
-    options = SubmitOptions(sets, temperature, concurrency, model)
-    source = load_batch(file, adjust=options.apply)
-    if limit is not None:
-        source = first_items(source, limit)
-    if sample is not None:
-        source = sample_items(source, sample, seed or 0)
     console = make_console()
-    if dry_run:
-        plan = plan_batch(
-            source.config, source.stats.count, source.stats.text_chars, source.stats.cells
-        )
-        if as_json:
-            click.echo(json.dumps(plan.as_dict()))
-        else:
-            print_plan(console, source.config.name, plan)
-        return
-    from jury.producer.publishing import check_broker, create_producer_app
-    from jury.producer.submission import new_batch_id, submit_batch
+    with prepare(
+        file,
+        limit=limit,
+        sample=sample,
+        seed=seed or 0,
+        overrides=sets,
+        temperature=temperature,
+        concurrency=concurrency,
+        model=model,
+    ) as prepared:
+        if dry_run:
+            if as_json:
+                click.echo(json.dumps(prepared.plan().as_dict()))
+            else:
+                print_plan(console, prepared.config.name, prepared.plan())
+            return
+        display = display_mode(quiet, as_json)
+        batch_id = batch_id or new_batch_id()
 
-    settings = load_settings()
-    check_broker(settings)
-    sessions = session_factory(settings.database_url)
-    batch_id = batch_id or new_batch_id()
-    display = Display.QUIET if quiet else Display.JSON if as_json else Display.BAR
-    config = source.config
-    opening = (
-        f"batch {batch_id}: {source.stats.count} items × {len(config.dimensions)} dimensions × "
-        f"{config.samples_per_cell} samples"
-        if not config.per_item_dimensions
-        else f"batch {batch_id}: {source.stats.count} items, {source.stats.cells} (item, "
-        f"dimension) cells by each item's criteria × {config.samples_per_cell} samples"
-    )
-    if display == Display.BAR:
-        console.print(Text(opening), highlight=False)
-    elif display == Display.JSON:
-        errors_console().print(Text(opening), highlight=False)
-    try:
-        submit_batch(source, sessions, create_producer_app(settings), batch_id)
-    except KeyboardInterrupt:
-        fail(
-            f"submission of batch {batch_id} interrupted: what was queued will be judged; "
-            f"`jury resume {batch_id}` queues the rest, `jury cancel {batch_id}` drops it all",
-            code=130,
-        )
+        def announce(batch_id: str) -> None:
+            opening = Text(_opening(prepared, batch_id))
+            if display == Display.BAR:
+                console.print(opening, highlight=False)
+            elif display == Display.JSON:
+                errors_console().print(opening, highlight=False)
+
+        try:
+            batch = prepared.submit(batch_id, on_start=announce)
+        except KeyboardInterrupt:
+            fail(
+                f"submission of batch {batch_id} interrupted: what was queued will be judged; "
+                f"`jury resume {batch_id}` queues the rest, `jury cancel {batch_id}` drops it all",
+                code=130,
+            )
     code = 0
     if wait:
-        code = follow_to_end(
-            settings, sessions, batch_id, console, timeout, display, fail_on_degraded, True
-        )
+        code = follow_to_end(batch, console, timeout, display, fail_on_degraded, True)
     elif display == Display.BAR:
         console.print(
             f"queued; follow it with `jury status {batch_id} --watch`",
@@ -177,6 +149,20 @@ def submit(
         )
     click.echo(batch_id)
     sys.exit(code)
+
+
+def _opening(prepared: PreparedBatch, batch_id: str) -> str:
+    """The first line of `jury submit`: the id and what is to be judged."""
+    config = prepared.config
+    if config.per_item_dimensions:
+        return (
+            f"batch {batch_id}: {prepared.n_items} items, {prepared.n_cells} (item, "
+            f"dimension) cells by each item's criteria × {config.samples_per_cell} samples"
+        )
+    return (
+        f"batch {batch_id}: {prepared.n_items} items × {len(config.dimensions)} dimensions × "
+        f"{config.samples_per_cell} samples"
+    )
 
 
 @click.command()
@@ -201,23 +187,22 @@ def status(
 
     With --watch, follow it live until it finishes (exit codes as `submit --wait`); with
     --json, one JSON object (per line, with --watch)."""
-    settings = load_settings()
-    sessions = session_factory(settings.database_url)
+    batch = attach(batch_id)
     if watch:
-        display = Display.QUIET if quiet else Display.JSON if as_json else Display.BAR
-        code = follow_to_end(
-            settings, sessions, batch_id, make_console(), timeout, display, fail_on_degraded
-        )
-        sys.exit(code)
+        display = display_mode(quiet, as_json)
+        sys.exit(follow_to_end(batch, make_console(), timeout, display, fail_on_degraded))
     if as_json:
         # The versions that answer, so that a bug report says what ran.
-        record = {**status_json(*snapshot(sessions, batch_id)), "versions": runtime_versions()}
-        record["provider_batches"] = provider_batches_json(sessions, batch_id)
+        record = {
+            **status_json(*snapshot(batch.sessions, batch_id)),
+            "versions": runtime_versions(),
+        }
+        record["provider_batches"] = provider_batches_json(batch.sessions, batch_id)
         click.echo(json.dumps(record))
         return
     console = make_console()
-    print_progress(sessions, batch_id, console)
-    print_provider_batches(sessions, batch_id, console)
+    print_progress(batch.sessions, batch_id, console)
+    print_provider_batches(batch.sessions, batch_id, console)
 
 
 @click.command()
@@ -232,10 +217,9 @@ def status(
 )
 @user_errors
 def results(batch_id: str, fmt: str, output: Path | None, samples: bool) -> None:
-    """Print a batch's result records (one per item and dimension)."""
-    sessions = session_factory(load_settings().database_url)
-    state = batch_status(sessions, batch_id)
-    config = load_config(sessions, batch_id)
+    """Print a batch's result records (one per item and dimension): those stored so far,
+    while it runs."""
+    batch = attach(batch_id)
     if samples and fmt not in SAMPLE_FORMATS:
         fail(
             "--samples writes json, jsonl or csv (`--format json`); to read one item's "
@@ -243,36 +227,40 @@ def results(batch_id: str, fmt: str, output: Path | None, samples: bool) -> None
         )
     if fmt == "table":
         if output is None:
-            print_verdicts(sessions, batch_id, make_console())
+            print_verdicts(batch.sessions, batch_id, make_console())
             return
         with _open(output) as table_file:  # closed, so the table is complete on disk
-            print_verdicts(sessions, batch_id, Console(file=table_file, width=200))
+            print_verdicts(batch.sessions, batch_id, Console(file=table_file, width=200))
         return
     out = _open(output) if output else sys.stdout
     try:
-        if samples:
-            write_samples(out, fmt, state, iter_batch_samples(sessions, batch_id))
-            return
-        verdicts = read_records(sessions, batch_id, config)
-        if fmt == "json":
-            write_json(out, state, verdicts)
-        elif fmt == "jsonl":
-            write_jsonl(out, verdicts)
-        else:
-            write_csv(
-                out,
-                verdicts,
-                [j.name for j in config.panel],
-                pairwise=config.pairwise is not None,
-                labelled=config.has_labels,
-                calibrated=config.resolved_calibration is not None,
-                methods=config.aggregation.reported_methods,
-                uncertainty=config.aggregation.report_uncertainty,
-                pass_vote=config.pass_vote,
-            )
+        _write_results(out, fmt, batch, samples)
     finally:
         if output:
             out.close()
+
+
+def _write_results(out: IO[str], fmt: str, batch: Batch, samples: bool) -> None:
+    if samples:
+        write_samples(out, fmt, batch.status(), batch.samples())
+        return
+    config = batch.config()
+    if fmt == "json":
+        write_json(out, batch.status(), batch.records())
+    elif fmt == "jsonl":
+        write_jsonl(out, batch.records())
+    else:
+        write_csv(
+            out,
+            batch.records(),
+            [j.name for j in config.panel],
+            pairwise=config.pairwise is not None,
+            labelled=config.has_labels,
+            calibrated=config.resolved_calibration is not None,
+            methods=config.aggregation.reported_methods,
+            uncertainty=config.aggregation.report_uncertainty,
+            pass_vote=config.pass_vote,
+        )
 
 
 def _open(path: Path) -> IO[str]:
@@ -289,19 +277,15 @@ def cancel(batch_id: str) -> None:
     """Stop a batch: workers skip its queued tasks, its tasks parked for a rate-limit slot
     are dropped, and its open provider batches (judges with `batch_api`) are cancelled at
     the workers' next poll; what was stored stays."""
-    from jury.producer.control import cancel_batch, drop_parked_tasks
-
-    settings = load_settings()
-    sessions = session_factory(settings.database_url)
-    state = cancel_batch(sessions, batch_id)
-    click.echo(f"{batch_id}: {state.value}")
-    if state == BatchState.CANCELLED:
-        dropped = drop_parked_tasks(settings, batch_id)
-        if dropped:
-            click.echo(f"{dropped} tasks waiting for a rate-limit slot dropped")
-    waiting = open_provider_batches(sessions, batch_id)
-    if waiting:
-        click.echo(f"{waiting} open provider batches: the workers cancel them at their next poll")
+    cancelled = attach(batch_id).cancel()
+    click.echo(f"{batch_id}: {cancelled.state.value}")
+    if cancelled.parked_dropped:
+        click.echo(f"{cancelled.parked_dropped} tasks waiting for a rate-limit slot dropped")
+    if cancelled.open_provider_batches:
+        click.echo(
+            f"{cancelled.open_provider_batches} open provider batches: the workers cancel them "
+            "at their next poll"
+        )
 
 
 @click.command()
@@ -330,31 +314,19 @@ def resume(
 ) -> None:
     """Judge again the samples of a batch that have no successful result, or go on with the
     submission of a batch whose producer stopped."""
-    from jury.producer.control import raise_budget, resume_batch
-    from jury.producer.publishing import check_broker, create_producer_app
-    from jury.producer.submission import continue_submission
-    from jury.store.repository import batch_state
-
-    settings = load_settings()
-    check_broker(settings)
-    sessions = session_factory(settings.database_url)
-    if max_cost_usd is not None:
-        raise_budget(sessions, settings, batch_id, max_cost_usd)
-    app = create_producer_app(settings)
-    if batch_state(sessions, batch_id) == BatchState.SUBMITTING:
-        n_items = continue_submission(sessions, app, batch_id)
-        click.echo(f"{batch_id}: submission continued; queued the remaining {n_items} items")
-        plan = None
-    else:
-        plan = resume_batch(sessions, app, batch_id, missing_only, force)
-        click.echo(f"{batch_id}: re-enqueued {plan.n_samples} samples in {len(plan.cells)} cells")
-        if plan.generations:
-            n_items = len({ref.item_id for ref in plan.generations})
-            click.echo(f"{batch_id}: re-enqueued the generation of {n_items} items' outputs")
-    if wait and (plan is None or plan.cells or plan.generations):
-        console = make_console()
-        sys.exit(
-            follow_to_end(
-                settings, sessions, batch_id, console, None, Display.BAR, fail_on_degraded
-            )
+    batch = attach(batch_id)
+    resumed = batch.resume(missing_only, max_cost_usd, force=force)
+    if resumed.items_continued is not None:
+        click.echo(
+            f"{batch_id}: submission continued; queued the remaining "
+            f"{resumed.items_continued} items"
         )
+    else:
+        click.echo(f"{batch_id}: re-enqueued {resumed.samples} samples in {resumed.cells} cells")
+        if resumed.generation_items:
+            click.echo(
+                f"{batch_id}: re-enqueued the generation of {resumed.generation_items} items' "
+                "outputs"
+            )
+    if wait and resumed.queued:
+        sys.exit(follow_to_end(batch, make_console(), None, Display.BAR, fail_on_degraded))

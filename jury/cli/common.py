@@ -17,19 +17,12 @@ import click
 from rich.console import Console
 from rich.text import Text
 
+from jury.api import Batch, resolve_settings
 from jury.errors import JuryError
-from jury.producer.diagnosis import watch_batch
-from jury.producer.following import (
-    Display,
-    follow_batch,
-    interrupted,
-    print_outcome,
-    print_verdicts,
-)
+from jury.producer.following import Display, interrupted, print_outcome, print_verdicts
 from jury.results.terminal import safe_text
 from jury.schemas.status import BatchState, BatchStatus
 from jury.settings import Settings
-from jury.store.sql import Sessions
 
 F = TypeVar("F", bound=Callable[..., Any])
 EXIT_FAILED, EXIT_USAGE, EXIT_TIMEOUT, EXIT_DEGRADED, EXIT_INTERRUPTED = 1, 2, 3, 4, 130
@@ -65,9 +58,9 @@ def user_errors(command: F) -> F:
 
 def load_settings() -> Settings:
     try:
-        return Settings.from_env()
-    except Exception as exc:
-        fail(f"bad JURY_* environment: {exc}")
+        return resolve_settings(None)
+    except JuryError as exc:
+        fail(str(exc))
 
 
 def display_mode(quiet: bool, as_json: bool) -> Display:
@@ -98,9 +91,7 @@ def exit_code(
 
 
 def follow_to_end(
-    settings: Settings,
-    sessions: Sessions,
-    batch_id: str,
+    batch: Batch,
     console: Console,
     timeout: float | None = None,
     display: Display = Display.BAR,
@@ -111,22 +102,15 @@ def follow_to_end(
     `verdicts`, when it has scores), and return the exit code. Ctrl-C stops following, not
     the batch, and says how to follow it again."""
     try:
-        status = follow_batch(
-            sessions,
-            batch_id,
-            console,
-            timeout,
-            display,
-            sys.stdout,
-            watch_batch(settings, sessions, batch_id),
-        )
+        status = batch.follow(console, timeout, display, sys.stdout)
     except KeyboardInterrupt:
-        errors_console().print(Text(interrupted(batch_id), style="yellow"), highlight=False)
+        errors_console().print(Text(interrupted(batch.id), style="yellow"), highlight=False)
         return EXIT_INTERRUPTED
     if status is not None and status.status.finished:
         if verdicts and display == Display.BAR and status.status in SCORED:
-            print_verdicts(sessions, batch_id, console)
-        print_outcome(sessions, status, console if display == Display.BAR else errors_console())
+            print_verdicts(batch.sessions, batch.id, console)
+        shown_on = console if display == Display.BAR else errors_console()
+        print_outcome(batch.sessions, status, shown_on)
     return exit_code(status, timeout, fail_on_degraded)
 
 

@@ -21,6 +21,10 @@ docs/cli.md` (`make docs` runs it; a test checks this page is up to date). Every
 takes `-h`/`--help`. Exit codes: 0 done; 1 the batch failed, was cancelled or stopped; 2 bad
 input or configuration; 3 `--timeout` ran out; 4 degraded, with `--fail-on-degraded`; 130
 interrupted (the batch goes on).
+
+`submit`, `status`, `results`, `cancel` and `resume` are calls of the
+[Python API](python-api.md) (`jury.api.prepare(...).submit()`, `jury.attach(batch_id)` and
+its `Batch`): a script does what these commands do.
 """
 
 

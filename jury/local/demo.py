@@ -39,11 +39,14 @@ DEMO_FILE = Path(str(resources.files("jury") / "examples" / "demo.yaml"))
 # The simulator's answers: ~150 ms each, reproducible scores.
 SIMULATOR_OPTIONS = ["--seed", "21", "--latency-ms", "150", "--latency-sigma", "0.4"]
 DEMO_TIMEOUT_S = 100
+SIMULATOR_URL = "JURY_SIMULATOR_URL"
 
 
-def _broker_url(started: list[ManagedProcess], log_dir: Path, console: Console) -> str:
-    if os.environ.get("JURY_BROKER_URL"):
-        return os.environ["JURY_BROKER_URL"]
+def _broker_url(
+    settings: Settings, started: list[ManagedProcess], log_dir: Path, console: Console
+) -> str:
+    if "broker_url" in settings.model_fields_set:  # JURY_BROKER_URL, or the caller's own
+        return settings.broker_url
     if redis_answers(DEFAULT_BROKER_URL):
         console.print(f"using the Redis that answers at {DEFAULT_BROKER_URL}")
         return DEFAULT_BROKER_URL
@@ -67,26 +70,36 @@ class EmbeddedStack:
 
 @contextlib.contextmanager
 def embedded_stack(
-    console: Console, simulator: bool = True, database_url: str | None = None
+    console: Console,
+    simulator: bool = True,
+    database_url: str | None = None,
+    base: Settings | None = None,
 ) -> Iterator[EmbeddedStack]:
-    """Redis (JURY_BROKER_URL's, the local one, or a private one), the simulator (setting
-    JURY_SIMULATOR_URL, which the demo batch's judges name) and a worker on a queue of our
-    own; every process it started is stopped on the way out, with its log shown on an error."""
+    """Redis (the broker `base` names, JURY_BROKER_URL's by default, else the local one, else
+    a private one), the simulator and a worker on a queue of our own; every process it
+    started is stopped on the way out, with its log shown on an error. The simulator's URL is
+    JURY_SIMULATOR_URL, which the demo batch's judges name, while the stack runs."""
     log_dir = Path(tempfile.mkdtemp(prefix="jury-demo-"))
     started: list[ManagedProcess] = []
     ok = False
+    previous_simulator = os.environ.get(SIMULATOR_URL)
+    base = base or Settings.from_env()
     try:
-        broker = _broker_url(started, log_dir, console)
+        broker = _broker_url(base, started, log_dir, console)
         # A queue of our own, so that no other worker on a shared Redis takes our tasks.
         update: dict[str, str] = {"broker_url": broker, "queue": f"jury-demo-{os.getpid()}"}
         if database_url is not None:
             update["database_url"] = database_url
-        settings = Settings.from_env().model_copy(update=update)
+        settings = base.model_copy(update=update)
         if simulator:
-            sim = start_simulator(log_dir, SIMULATOR_OPTIONS)
+            # Its Batch API's files in our folder, removed with it (else a temporary folder
+            # of the simulator's own would outlive every run).
+            batches = ["--batch-dir", str(log_dir / "simulator-batches")]
+            sim = start_simulator(log_dir, [*SIMULATOR_OPTIONS, *batches])
             started.append(sim)
             console.print(f"simulator (judge personas) at {sim.url}")
-            os.environ["JURY_SIMULATOR_URL"] = sim.url
+            # Read by the producer's validation of `${JURY_SIMULATOR_URL}`, and by the worker.
+            os.environ[SIMULATOR_URL] = sim.url
         app = create_producer_app(settings)
         env = {**os.environ, **settings.to_env()}
         node = f"jury-demo-{os.getpid()}@localhost"
@@ -103,6 +116,11 @@ def embedded_stack(
         yield stack
         ok = not stack.failed
     finally:
+        if simulator:  # the caller's environment as it was
+            if previous_simulator is None:
+                os.environ.pop(SIMULATOR_URL, None)
+            else:
+                os.environ[SIMULATOR_URL] = previous_simulator
         for process in reversed(started):
             process.stop()
         if not ok:

@@ -145,6 +145,15 @@ def core_transaction(sessions: sessionmaker[Session], write: bool = True) -> Ite
         yield connection
 
 
+def release_engine(url: str) -> None:
+    """Close this process's engine for `url` and forget it: its connections are closed (a
+    SQLite file can then be deleted), and a later use opens a new one."""
+    with _lock:
+        engine = _engines.pop(_normalise(url), None)
+    if engine is not None:
+        engine.dispose()
+
+
 def dispose_all() -> None:
     with _lock:
         for engine in _engines.values():

@@ -59,6 +59,11 @@ def test_the_wheel_holds_one_package_and_its_data(wheel: Path) -> None:
     (metadata_name,) = [n for n in names if n.endswith(".dist-info/entry_points.txt")]
     entry_points = zipfile.ZipFile(wheel).read(metadata_name).decode()
     assert "jury = jury.cli.main:main" in entry_points
+    # The metadata an index shows: the name to publish under, keywords, classifiers.
+    (metadata_file,) = [n for n in names if n.endswith(".dist-info/METADATA")]
+    metadata = zipfile.ZipFile(wheel).read(metadata_file).decode()
+    assert "Name: jury-panel\n" in metadata and "Requires-Python: >=3.11" in metadata
+    assert "Keywords: llm" in metadata and "Classifier: Typing :: Typed" in metadata
 
 
 def _fresh_environment(folder: Path, wheel: Path) -> Path:
