@@ -28,15 +28,16 @@ from jury.batchfile.item_readers import (
 from jury.batchfile.judge_config_file import merge_judge_config
 from jury.batchfile.model_catalog import model_problem
 from jury.batchfile.planning import budget_problems
-from jury.errors import BatchFileError, JuryError
+from jury.errors import BatchFileError, ConfigurationError, JuryError
 from jury.schemas.batch import BatchConfig, Item, Judge
 from jury.schemas.candidates import LLMCandidate, expand_for_candidates
-from jury.schemas.heuristics import heuristic_problems
+from jury.schemas.heuristics import CallableHeuristic, heuristic_problems
 from jury.schemas.item_dimensions import ItemDimensions
 from jury.schemas.labels import label_problems
 from jury.schemas.limits import InputLimits
 from jury.schemas.output_sets import expand_outputs
 from jury.schemas.placeholders import PlaceholderError, expand_fields, has_placeholder, redact
+from jury.settings import Settings
 
 MAX_PROBLEMS = 50
 _ITEM_TEXT_FIELDS = (
@@ -206,11 +207,25 @@ def _inline_records(raw_items: list[Any]) -> Iterator[Record]:
             yield Record(where, None, "not a mapping")
 
 
+def _callables_allowed(config: BatchConfig) -> list[str]:
+    """The module prefixes callable heuristics may come from, by this machine's settings (the
+    workers decide again): read only when the batch has a callable, so that a batch without
+    one never depends on the workers' settings being set here."""
+    if not any(isinstance(j.heuristic, CallableHeuristic) for j in config.judges):
+        return []
+    try:
+        return Settings.from_env().heuristic_callables
+    except ValidationError as exc:
+        shown = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        raise ConfigurationError(f"bad JURY_* environment: {shown}") from None
+
+
 def _judge_problems(config: BatchConfig) -> list[str]:
     """Each judge checked as this machine would call it: placeholders expanded (in a copy
     that is not kept), the result a valid judge, its model one LiteLLM knows. Values taken
     from the environment are redacted from the messages."""
     problems: list[str] = []
+    allowed = _callables_allowed(config)
     for index, judge in enumerate(config.judges):
         where = f"judges[{index}]"
         try:
@@ -226,7 +241,7 @@ def _judge_problems(config: BatchConfig) -> list[str]:
                 problems += [f"{redact(line, secrets)} (placeholders expanded)" for line in lines]
                 continue
         if judge.heuristic is not None:  # no model to route: its function must import
-            problems += heuristic_problems(judge.heuristic, where) if judge.enabled else []
+            problems += heuristic_problems(judge.heuristic, where, allowed) if judge.enabled else []
             continue
         problem = judge.enabled and model_problem(expanded.model)
         if problem:

@@ -221,6 +221,7 @@ async def _call(runtime: WorkerRuntime, ref: SampleRef, prepared: _Prepared) -> 
                 prepared.dimensions,
                 prepared.spec.orders,
                 ref.sample,
+                runtime.heuristics,
             )
         gated = runtime.gated_call()
         return await judge_call(
