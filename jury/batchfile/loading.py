@@ -28,6 +28,7 @@ from jury.batchfile.item_readers import (
 from jury.batchfile.judge_config_file import merge_judge_config
 from jury.batchfile.model_catalog import model_problem
 from jury.batchfile.planning import budget_problems
+from jury.batchfile.size_limits import dimensions_problem, document_size_problems, samples_problem
 from jury.errors import BatchFileError, ConfigurationError, JuryError
 from jury.schemas.batch import BatchConfig, Item, Judge
 from jury.schemas.candidates import LLMCandidate, expand_for_candidates
@@ -159,10 +160,11 @@ def _item(record: Record, config: BatchConfig) -> tuple[Item | None, str | None]
 
 
 def _validate_records(
-    records: Iterator[Record], config: BatchConfig, keep: bool
+    records: Iterator[Record], config: BatchConfig, keep: bool, limits: InputLimits
 ) -> tuple[list[Item], ItemStats, list[str], BatchConfig]:
     """Every record checked (the items kept only when `keep`), with duplicate ids found; and
-    the config with the criteria items brought (schemas.item_dimensions)."""
+    the config with the criteria items brought (schemas.item_dimensions). Reading stops once
+    the batch asks for more samples or criteria than the limits allow."""
     problems: list[str] = []
     items: list[Item] = []
     seen: dict[str, str] = {}
@@ -187,6 +189,12 @@ def _validate_records(
         judged = dimensions.batch_config() if item.labels and not item_problems else config
         item_problems += label_problems(judged, item)
         problems += [f"{record.where}: {p}" for p in item_problems]
+        too_big = samples_problem(
+            dimensions.n_cells, config.samples_per_cell, limits
+        ) or dimensions_problem(len(config.dimensions) + len(dimensions.added), limits)
+        if too_big:
+            problems.append(f"{record.where}: {too_big}")
+            break
         stats.add(item)
         if keep:
             items.append(item)
@@ -282,6 +290,9 @@ def load_batch(
             raise BatchFileError(str(path), [str(exc)]) from None
         merge_judge_config(path, data, limits)
     raw_items = data.pop("items", None)
+    too_big = document_size_problems(data, limits)
+    if too_big:
+        raise BatchFileError(str(path), too_big)
     try:
         config = BatchConfig.model_validate(data)
     except ValidationError as exc:
@@ -294,7 +305,9 @@ def load_batch(
         raise BatchFileError(str(path), judge_problems)
     config = read_calibration_file(path, config)
     if isinstance(raw_items, list):
-        items, stats, problems, config = _validate_records(_inline_records(raw_items), config, True)
+        items, stats, problems, config = _validate_records(
+            _inline_records(raw_items), config, True, limits
+        )
         if not raw_items:
             problems.append("items: the list is empty")
         if problems:
@@ -306,7 +319,7 @@ def load_batch(
         except BatchFileError as exc:
             raise BatchFileError(str(path), exc.problems) from None
         records = read_records(spec, limits, config.max_item_chars)
-        _, stats, problems, config = _validate_records(records, config, False)
+        _, stats, problems, config = _validate_records(records, config, False, limits)
         if problems:
             raise BatchFileError(str(spec.path), problems)
         if not stats.count:
