@@ -98,6 +98,8 @@ _ENV_NAMES: dict[str, str] = {
     "heuristic_callables": "JURY_HEURISTIC_CALLABLES",
     "heuristic_processes": "JURY_HEURISTIC_PROCESSES",
     "heuristic_memory_mib": "JURY_HEURISTIC_MEMORY_MIB",
+    # `jury flower` (docs/limits-and-security.md)
+    "flower_hosts": "JURY_FLOWER_HOSTS",
 }
 
 
@@ -227,6 +229,17 @@ class Settings(BaseModel):
     heuristic_processes: int = Field(default=2, ge=1, le=64)
     # The address space each of those processes may take (RLIMIT_AS), in MiB.
     heuristic_memory_mib: int = Field(default=2048, ge=256)
+
+    # More names `jury flower` answers to than the address it listens on (a proxy's name,
+    # this machine's DNS name), comma-separated; any other Host header gets 421.
+    flower_hosts: list[str] = Field(default_factory=list, max_length=100)
+
+    @field_validator("flower_hosts", mode="before")
+    @classmethod
+    def _host_names(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return [part.strip() for part in value.split(",") if part.strip()]
+        return value
 
     @field_validator("heuristic_callables", mode="before")
     @classmethod
