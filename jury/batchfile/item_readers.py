@@ -38,6 +38,7 @@ from jury.batchfile.test_cases import is_test_case, test_case_fields
 from jury.errors import BatchFileError
 from jury.schemas.batch import Item
 from jury.schemas.limits import InputLimits
+from jury.schemas.strict import repeated
 
 FORMATS = ("jsonl", "json", "csv", "tsv", "parquet")
 ITEM_FIELDS: tuple[str, ...] = tuple(Item.model_fields)
@@ -88,13 +89,13 @@ def items_file_spec(raw: Any, batch_dir: Path) -> ItemsFile:
     problems: list[str] = []
     unknown = sorted(str(k) for k in raw if k not in SPEC_KEYS)
     if unknown:
-        problems.append(f"items: unknown keys {unknown} (known: path, fields, format)")
+        problems.append(f"items: unknown keys {unknown!s:.200} (known: path, fields, format)")
     path = raw.get("path")
     if not isinstance(path, str) or not path.strip():
         problems.append("items.path: the path of the items file is required")
     fmt = raw.get("format")
     if fmt is not None and fmt not in FORMATS:
-        problems.append(f"items.format: {fmt!r} is not one of {', '.join(FORMATS)}")
+        problems.append(f"items.format: {fmt!r:.80} is not one of {', '.join(FORMATS)}")
     fields = raw.get("fields") or {}
     if not isinstance(fields, dict):
         problems.append("items.fields: a mapping from item fields to your column names")
@@ -102,7 +103,7 @@ def items_file_spec(raw: Any, batch_dir: Path) -> ItemsFile:
     for target, column in fields.items():
         if target not in ITEM_FIELDS:
             problems.append(
-                f"items.fields: {target!r} is not an item field ({', '.join(ITEM_FIELDS)})"
+                f"items.fields: {target!r:.80} is not an item field ({', '.join(ITEM_FIELDS)})"
             )
         if not isinstance(column, str) or not column:
             problems.append(f"items.fields.{target}: the name of a column in the file")
@@ -288,7 +289,7 @@ def _header_problem(columns: list[str], fields: Mapping[str, str]) -> str | None
             "the first line is not a header of column names (is this a CSV file? a file's "
             "format is guessed from its name; `items: {path: …, format: jsonl}` names it)"
         )
-    duplicates = sorted({c for c in columns if columns.count(c) > 1})
+    duplicates = repeated(columns)
     if duplicates:
         return f"the columns {_shown_columns(duplicates)} appear twice in the header"
     if fields:

@@ -33,7 +33,7 @@ from jury.schemas.judge import PROVIDER_DEFAULT_MODELS as PROVIDER_DEFAULT_MODEL
 from jury.schemas.judge import Judge as Judge
 from jury.schemas.judge_prompts import batch_prompt_problem
 from jury.schemas.pairwise import PairwiseSettings
-from jury.schemas.strict import MAX_DESCRIPTION_CHARS, MAX_PROMPT_CHARS
+from jury.schemas.strict import MAX_DESCRIPTION_CHARS, MAX_PROMPT_CHARS, repeated
 from jury.schemas.strict import MAX_MAGNITUDE as MAX_MAGNITUDE
 from jury.schemas.strict import MAX_NAME_CHARS as MAX_NAME_CHARS
 from jury.schemas.strict import StrictModel as _Strict
@@ -160,7 +160,7 @@ class Aggregation(_Strict):
     @field_validator("also_across_models")
     @classmethod
     def _distinct(cls, value: list[str]) -> list[str]:
-        dupes = sorted({m for m in value if value.count(m) > 1})
+        dupes = repeated(value)
         if dupes:
             raise ValueError(f"{dupes} appear twice")
         return value
@@ -267,7 +267,7 @@ class BatchConfig(_Strict):
     @model_validator(mode="after")
     def _check_panel(self) -> BatchConfig:
         names = [j.name for j in self.judges]
-        dupes = sorted({n for n in names if names.count(n) > 1})
+        dupes = repeated(names)
         if dupes:
             raise ValueError(
                 f"judge names must be unique, {dupes} appear twice: give each a distinct `name`"
@@ -288,7 +288,7 @@ class BatchConfig(_Strict):
                 "preferred sides, which it does not calibrate"
             )
         dims = [d.name for d in self.dimensions]
-        dupes = sorted({d for d in dims if dims.count(d) > 1})
+        dupes = repeated(dims)
         if dupes:
             raise ValueError(f"dimension names must be unique, {dupes} appear twice")
         problem = batch_prompt_problem(self)

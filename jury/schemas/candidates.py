@@ -22,7 +22,13 @@ from pydantic import Field, model_validator
 
 from jury.schemas.output_sets import pair_item_id, pair_of
 from jury.schemas.placeholders import has_placeholder, placeholder_problem
-from jury.schemas.strict import MAX_NAME_CHARS, MAX_PROMPT_CHARS, MAX_URL_CHARS, StrictModel
+from jury.schemas.strict import (
+    MAX_NAME_CHARS,
+    MAX_PROMPT_CHARS,
+    MAX_URL_CHARS,
+    StrictModel,
+    repeated,
+)
 
 MAX_CANDIDATES = 20  # as many as an item's `outputs` (schemas.output_sets)
 CANDIDATE_NAME = re.compile(r"[A-Za-z0-9_.-]{1,40}")
@@ -143,7 +149,7 @@ def candidates_problem(names: list[str], pairwise: bool) -> str | None:
     bad = [n for n in names if not CANDIDATE_NAME.fullmatch(n)]
     if bad:
         return f"candidate names {bad} may hold only ASCII letters, digits and _.- (at most 40)"
-    dupes = sorted({n for n in names if names.count(n) > 1})
+    dupes = repeated(names)
     if dupes:
         return f"candidate names must be unique, {dupes} appear twice"
     return None
