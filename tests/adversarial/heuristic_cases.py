@@ -10,10 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +19,7 @@ from jury.schemas.results import SampleResult
 from jury.worker.judging.heuristic_pool import HeuristicPool
 from jury.worker.judging.heuristics import measure
 from tests.adversarial.cases import case, refused, write
+from tests.heuristic_functions import ticking
 
 FNS = "tests.heuristic_functions"
 ALLOW = {"JURY_HEURISTIC_CALLABLES": FNS}
@@ -41,26 +39,6 @@ def load_refused(
     folder: Path, heuristic: str, *needles: str, env: dict[str, str] | None = None
 ) -> None:
     refused(["submit", str(heuristic_batch(folder, heuristic)), "--dry-run"], *needles, env=env)
-
-
-@contextmanager
-def ticking() -> Iterator[list[float]]:
-    """A thread that needs the GIL every 20 ms, as a worker's heartbeat does."""
-    ticks: list[float] = []
-    done = threading.Event()
-
-    def tick() -> None:
-        while not done.is_set():
-            ticks.append(time.monotonic())
-            time.sleep(0.02)
-
-    thread = threading.Thread(target=tick)
-    thread.start()
-    try:
-        yield ticks
-    finally:
-        done.set()
-        thread.join()
 
 
 def measured(

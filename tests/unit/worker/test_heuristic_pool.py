@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -18,6 +17,7 @@ from jury.schemas.batch import Dimension, Item, Judge
 from jury.schemas.results import CellSample
 from jury.worker.judging.heuristic_pool import HeuristicPool
 from jury.worker.judging.heuristics import measure
+from tests.heuristic_functions import ticking
 
 FNS = "tests.heuristic_functions"
 RELEVANCE = Dimension.model_validate("relevance")
@@ -50,26 +50,13 @@ def test_a_catastrophic_pattern_answers_at_once(pool: HeuristicPool) -> None:
 def test_a_gil_holding_callable_is_stopped_while_this_process_runs_on(
     pool: HeuristicPool,
 ) -> None:
-    ticks: list[float] = []
-    done = threading.Event()
-
-    def tick() -> None:  # as the worker's heartbeat thread does, needing the GIL
-        while not done.is_set():
-            ticks.append(time.monotonic())
-            time.sleep(0.02)
-
-    ticker = threading.Thread(target=tick)
-    ticker.start()
-    try:
+    with ticking() as ticks:
         started = time.perf_counter()
         for function in ("backtracks", "spins"):
             sample = measured(pool, {"kind": "callable", "function": f"{FNS}:{function}"})
             assert sample.result.error_kind == "heuristic_timeout", sample.result
             assert "timeout_s of 1 s: the measure was stopped" in (sample.result.error or "")
         elapsed = time.perf_counter() - started
-    finally:
-        done.set()
-        ticker.join()
     assert elapsed < 8  # two deadlines of 1 s, and a new process's start after each kill
     assert max(b - a for a, b in itertools.pairwise(ticks)) < 0.5
     # The pool goes on with a new process after each kill.
