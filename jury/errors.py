@@ -7,13 +7,20 @@ class JuryError(Exception):
     """Base of every error jury raises deliberately; the CLI prints these without a traceback."""
 
 
+MAX_PROBLEM_CHARS = 600
+
+
 class BatchFileError(JuryError):
     """A batch file (or its items file) is unreadable or invalid; nothing was enqueued."""
 
     def __init__(self, source: str, problems: list[str]) -> None:
         self.source = source
-        self.problems = problems
-        shown = problems[:20]
+        # Each problem at most a few lines long: whatever value or line of a file it quotes,
+        # an error shows a short excerpt of it, never the whole.
+        self.problems = [
+            p if len(p) <= MAX_PROBLEM_CHARS else p[:MAX_PROBLEM_CHARS] + "…" for p in problems
+        ]
+        shown = self.problems[:20]
         more = f"\n  … and {len(problems) - len(shown)} more" if len(problems) > len(shown) else ""
         super().__init__(
             f"{source}: invalid batch, nothing was enqueued.\n  " + "\n  ".join(shown) + more

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import socket
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -16,6 +17,54 @@ DEFAULT_BROKER_URL = "redis://127.0.0.1:6379/0"
 # jury's own Celery pool (jury.worker.engine.pool), selected by JURY_WORKER_POOL=engine.
 ENGINE_POOL = "engine"
 DEFAULT_DATABASE_URL = "sqlite:///jury.db"
+# Modules no callable heuristic may come from, whatever the operator allows: the process,
+# the files, the interpreter and the network are theirs. A prefix of these in the setting is
+# a configuration error (Settings.heuristic_callables).
+REFUSED_MODULES = (
+    "builtins",
+    "os",
+    "posix",
+    "nt",
+    "sys",
+    "subprocess",
+    "shutil",
+    "importlib",
+    "runpy",
+    "pickle",
+    "marshal",
+    "ctypes",
+    "code",
+    "codeop",
+    "pty",
+    "socket",
+    "signal",
+    "multiprocessing",
+    "threading",
+    "_thread",
+    "io",
+    "pathlib",
+    "tempfile",
+    "webbrowser",
+    "http",
+    "urllib",
+    "asyncio",
+    "gc",
+    "inspect",
+    "jury",
+)
+
+
+def module_under(module: str, prefixes: Sequence[str]) -> bool:
+    """True if `module` is one of `prefixes` or inside one (`a.b` is under `a`, `ab` is not)."""
+    return any(module == p or module.startswith(p + ".") for p in prefixes)
+
+
+def refused_module(module: str) -> bool:
+    """True for a module no callable heuristic may come from (REFUSED_MODULES, or private)."""
+    return module_under(module, REFUSED_MODULES) or module.startswith("_")
+
+
+_MODULE_PREFIX = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
 
 
 # Settings field -> environment variable (the documented contract, plus tuning knobs).
@@ -45,6 +94,12 @@ _ENV_NAMES: dict[str, str] = {
     "batch_api_window_s": "JURY_BATCH_API_WINDOW",
     "batch_api_poll_s": "JURY_BATCH_API_POLL",
     "batch_api_lock_s": "JURY_BATCH_API_LOCK",
+    # Heuristic judges (docs/limits-and-security.md#heuristic-judges)
+    "heuristic_callables": "JURY_HEURISTIC_CALLABLES",
+    "heuristic_processes": "JURY_HEURISTIC_PROCESSES",
+    "heuristic_memory_mib": "JURY_HEURISTIC_MEMORY_MIB",
+    # `jury flower` (docs/limits-and-security.md)
+    "flower_hosts": "JURY_FLOWER_HOSTS",
 }
 
 
@@ -61,6 +116,8 @@ _JURY_TRANSPORT_OPTIONS = {
 def _env_value(value: object) -> str:
     if isinstance(value, dict):
         return json.dumps(value)
+    if isinstance(value, list):
+        return ",".join(str(v) for v in value)
     return "" if value is None else str(value)
 
 
@@ -159,6 +216,47 @@ class Settings(BaseModel):
     publish_wave: int = Field(default=5_000, ge=1)
     retry_base_delay_s: float = Field(default=1.0, ge=0)
     retry_max_delay_s: float = Field(default=30.0, ge=0)
+
+    # --- Heuristic judges (jury.schemas.heuristics, jury.worker.judging.heuristic_pool) ---
+    # The module prefixes callable heuristics may come from (comma-separated in the
+    # environment: "team_metrics,acme.scoring"); empty, the default: callables are off. A
+    # callable is code run on the workers, so only the operator turns them on; os,
+    # subprocess, builtins, shutil and the like are refused whatever this says.
+    heuristic_callables: list[str] = Field(default_factory=list, max_length=100)
+    # Processes each worker process keeps to measure heuristic samples in, each killed at
+    # its judge's timeout_s (a pattern or a function that runs on is stopped, and the
+    # worker's own threads, its heartbeat among them, never wait for it).
+    heuristic_processes: int = Field(default=2, ge=1, le=64)
+    # The address space each of those processes may take (RLIMIT_AS), in MiB.
+    heuristic_memory_mib: int = Field(default=2048, ge=256)
+
+    # More names `jury flower` answers to than the address it listens on (a proxy's name,
+    # this machine's DNS name), comma-separated; any other Host header gets 421.
+    flower_hosts: list[str] = Field(default_factory=list, max_length=100)
+
+    @field_validator("flower_hosts", mode="before")
+    @classmethod
+    def _host_names(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return [part.strip() for part in value.split(",") if part.strip()]
+        return value
+
+    @field_validator("heuristic_callables", mode="before")
+    @classmethod
+    def _module_prefixes(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            value = [part.strip() for part in value.split(",") if part.strip()]
+        if not isinstance(value, list):
+            return value
+        for prefix in value:
+            if not isinstance(prefix, str) or not _MODULE_PREFIX.fullmatch(prefix):
+                raise ValueError(f"{prefix!r} is not a module prefix (`package.module`)")
+            if refused_module(prefix):
+                raise ValueError(
+                    f"{prefix!r} is a module no callable heuristic may come from, whatever "
+                    "is allowed (os, subprocess, builtins, shutil and the like)"
+                )
+        return value
 
     @property
     def all_queues(self) -> list[str]:

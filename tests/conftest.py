@@ -122,6 +122,8 @@ def settings_for(redis_url: str, database_url: str, queue: str | None = None) ->
         sweep_interval_s=1.0,
         restore_interval_s=1,
         restore_lock_timeout_s=3,
+        # Callable heuristics from the tests' own functions (tests/heuristic_functions.py)
+        heuristic_callables=["tests.heuristic_functions"],
     )
 
 

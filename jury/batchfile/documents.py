@@ -10,6 +10,7 @@ building anything.
 from __future__ import annotations
 
 import json
+import math
 import os
 import stat
 from pathlib import Path
@@ -19,6 +20,7 @@ import yaml
 
 from jury.errors import BatchFileError
 from jury.schemas.limits import InputLimits
+from jury.schemas.strict import non_finite_path
 
 _Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _OPENS = (yaml.MappingStartEvent, yaml.SequenceStartEvent)
@@ -50,6 +52,36 @@ def open_regular(path: Path, what: str = "file") -> IO[bytes]:
     return os.fdopen(fd, "rb")
 
 
+_BYTE_ORDER_MARKS = (
+    (b"\xff\xfe\x00\x00", "UTF-32"),
+    (b"\x00\x00\xfe\xff", "UTF-32"),
+    (b"\xff\xfe", "UTF-16"),
+    (b"\xfe\xff", "UTF-16"),
+)
+
+
+def encoding_problem(head: bytes) -> str | None:
+    """What a file that starts with `head` looks like when it is not UTF-8 text (a UTF-16 or
+    UTF-32 file, binary data), or None. Never quotes the bytes themselves."""
+    for mark, name in _BYTE_ORDER_MARKS:
+        if head.startswith(mark):
+            return (
+                f"the file is {name} text (it starts with the byte-order mark "
+                f"{mark.hex(' ').upper()}), and jury reads UTF-8: convert it first "
+                f"(`iconv -f {name} -t UTF-8`)"
+            )
+    if b"\x00" in head:
+        odd = head[1::2].count(0) > len(head) // 4
+        even = head[0::2].count(0) > len(head) // 4
+        if odd != even:
+            return (
+                "the file looks like UTF-16 text without a byte-order mark (every other byte is "
+                "zero), and jury reads UTF-8: convert it first (`iconv -f UTF-16LE -t UTF-8`)"
+            )
+        return "the file holds binary data (NUL bytes), not text"
+    return None
+
+
 def size_problem(size: int, limit: int, field: str) -> str | None:
     if size <= limit:
         return None
@@ -69,6 +101,9 @@ def read_document(path: Path, limits: InputLimits, what: str = "file") -> str:
     problem = problem or size_problem(len(raw), limits.max_document_bytes, "max_document_bytes")
     if problem:
         raise BatchFileError(str(path), [problem])
+    wrong = encoding_problem(raw[:4096])
+    if wrong:
+        raise BatchFileError(str(path), [wrong])
     try:
         return raw.decode("utf-8").removeprefix("\ufeff")
     except UnicodeDecodeError as exc:
@@ -76,23 +111,10 @@ def read_document(path: Path, limits: InputLimits, what: str = "file") -> str:
         raise BatchFileError(str(path), [f"line {line}: not valid UTF-8 text"]) from None
 
 
-def _finite_float(text: str) -> float:
-    value = float(text)
-    if value in (float("inf"), float("-inf")):
-        raise DocumentError(f"the number {text[:40]} is too large to be a finite number")
-    return value
-
-
 def _value_problem(exc: ValueError) -> str:
-    if isinstance(exc, DocumentError):
-        return str(exc)
     if "digits" in str(exc):  # Python refuses to convert integers of over 4,300 digits
         return "a number holds thousands of digits; only finite numbers of usual size are read"
     return f"a value cannot be read: {exc}"
-
-
-def _no_constant(name: str) -> Any:
-    raise DocumentError(f"{name} is not a number jury accepts (only finite numbers are)")
 
 
 def too_deep(value: Any, limit: int) -> bool:
@@ -122,16 +144,33 @@ def depth_problem(limits: InputLimits) -> str:
 def loads_json(text: str, limits: InputLimits) -> Any:
     """JSON text as Python values: finite numbers only, nesting within the limit. Raises
     json.JSONDecodeError (with its position) or DocumentError."""
+    # NaN, Infinity and numbers too large to be finite are read as what they are, then
+    # refused with where they sit (`metadata.score: NaN is not …`).
+    non_finite: list[str] = []
+
+    def constant(name: str) -> float:
+        non_finite.append(f"{name} is not a number jury accepts (only finite numbers are)")
+        return math.nan
+
+    def number(written: str) -> float:
+        value = float(written)
+        if math.isinf(value):
+            non_finite.append(f"the number {written[:40]} is too large to be a finite number")
+        return value
+
     try:
-        value = json.loads(text, parse_float=_finite_float, parse_constant=_no_constant)
+        value = json.loads(text, parse_float=number, parse_constant=constant)
     except RecursionError:
         raise DocumentError(depth_problem(limits)) from None
     except json.JSONDecodeError:
         raise
-    except ValueError as exc:  # ours, or an integer of thousands of digits
+    except ValueError as exc:  # an integer of thousands of digits
         raise DocumentError(_value_problem(exc)) from None
     if too_deep(value, limits.max_nesting_depth):
         raise DocumentError(depth_problem(limits))
+    if non_finite:
+        where = (non_finite_path(value) or "").removeprefix(".")
+        raise DocumentError(f"{where}: {non_finite[0]}" if where else non_finite[0])
     return value
 
 

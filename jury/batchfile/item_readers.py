@@ -17,6 +17,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import re
 import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -26,6 +27,7 @@ from typing import IO, Any, NamedTuple
 from jury.batchfile.documents import (
     DocumentError,
     depth_problem,
+    encoding_problem,
     loads_json,
     open_regular,
     read_document,
@@ -36,6 +38,7 @@ from jury.batchfile.test_cases import is_test_case, test_case_fields
 from jury.errors import BatchFileError
 from jury.schemas.batch import Item
 from jury.schemas.limits import InputLimits
+from jury.schemas.strict import repeated
 
 FORMATS = ("jsonl", "json", "csv", "tsv", "parquet")
 ITEM_FIELDS: tuple[str, ...] = tuple(Item.model_fields)
@@ -86,13 +89,13 @@ def items_file_spec(raw: Any, batch_dir: Path) -> ItemsFile:
     problems: list[str] = []
     unknown = sorted(str(k) for k in raw if k not in SPEC_KEYS)
     if unknown:
-        problems.append(f"items: unknown keys {unknown} (known: path, fields, format)")
+        problems.append(f"items: unknown keys {unknown!s:.200} (known: path, fields, format)")
     path = raw.get("path")
     if not isinstance(path, str) or not path.strip():
         problems.append("items.path: the path of the items file is required")
     fmt = raw.get("format")
     if fmt is not None and fmt not in FORMATS:
-        problems.append(f"items.format: {fmt!r} is not one of {', '.join(FORMATS)}")
+        problems.append(f"items.format: {fmt!r:.80} is not one of {', '.join(FORMATS)}")
     fields = raw.get("fields") or {}
     if not isinstance(fields, dict):
         problems.append("items.fields: a mapping from item fields to your column names")
@@ -100,7 +103,7 @@ def items_file_spec(raw: Any, batch_dir: Path) -> ItemsFile:
     for target, column in fields.items():
         if target not in ITEM_FIELDS:
             problems.append(
-                f"items.fields: {target!r} is not an item field ({', '.join(ITEM_FIELDS)})"
+                f"items.fields: {target!r:.80} is not an item field ({', '.join(ITEM_FIELDS)})"
             )
         if not isinstance(column, str) or not column:
             problems.append(f"items.fields.{target}: the name of a column in the file")
@@ -199,14 +202,39 @@ def _too_long(limit: int, max_item_chars: int) -> str:
 
 
 def _jsonl_records(path: Path, limits: InputLimits, max_item_chars: int) -> Iterator[Record]:
+    """A JSON Lines file's records. A file that is clearly something else (another encoding,
+    binary data, a first line that is no JSON object) is one problem, not one per line."""
     limit = line_limit(max_item_chars)
     with _open_items(path, limits) as handle:
+        _check_text(path, handle)
+        first = True
         for line in _lines(handle, limit):
             where = f"line {line.number}"
             if line.raw is None:
                 yield Record(where, None, _too_long(limit, max_item_chars))
             elif line.raw.strip():
-                yield _json_record(where, line.raw, limits)
+                record = _json_record(where, line.raw, limits)
+                if first and record.fields is None and not line.raw.lstrip().startswith(b"{"):
+                    raise BatchFileError(str(path), [_not_jsonl(where, record.problem)])
+                first = False
+                yield record
+
+
+def _check_text(path: Path, handle: IO[bytes]) -> None:
+    """Refuses at once a file that is not UTF-8 text, saying what it looks like."""
+    wrong = encoding_problem(handle.read(4096))
+    handle.seek(0)
+    if wrong:
+        raise BatchFileError(str(path), [f"this is not an items file jury reads: {wrong}"])
+
+
+def _not_jsonl(where: str, problem: str | None) -> str:
+    return (
+        "this is not JSONL (JSON Lines: one JSON object per line, "
+        f'{{"id": …, "output": …}}): {where}, its first line with text, is no JSON object '
+        f"({problem}). If it is CSV, TSV or a JSON array, name it so (`items.csv`, or "
+        "`items: {path: …, format: csv}`)"
+    )
 
 
 def _json_record(where: str, raw: bytes, limits: InputLimits) -> Record:
@@ -216,8 +244,8 @@ def _json_record(where: str, raw: bytes, limits: InputLimits) -> Record:
         return Record(where, None, "not valid UTF-8 text")
     except json.JSONDecodeError as exc:
         return Record(where, None, f"not valid JSON: {exc.msg} at column {exc.colno}")
-    except DocumentError as exc:
-        return Record(where, None, f"not valid JSON: {exc}")
+    except DocumentError as exc:  # a value it holds (named), or its depth
+        return Record(where, None, str(exc))
     if not isinstance(data, dict):
         return Record(where, None, "an item must be a JSON object with at least id and output")
     return Record(where, data)
@@ -242,20 +270,38 @@ def _json_array_records(path: Path, limits: InputLimits) -> Iterator[Record]:
             yield Record(f"[{index}]", None, "an item must be a JSON object")
 
 
+# A header cell that reads like a column's name; anything else (a line of some other file,
+# `root:x:0:0:…`) is never quoted back: an error names at most a short excerpt of a file.
+_COLUMN_NAME = re.compile(r"[\w .()#%+-]{1,64}")
+_COLUMNS_SHOWN = 12
+
+
+def _shown_columns(columns: list[str]) -> str:
+    shown = ", ".join(columns[:_COLUMNS_SHOWN])
+    more = len(columns) - _COLUMNS_SHOWN
+    return shown + (f" and {more:,} more" if more > 0 else "")
+
+
 def _header_problem(columns: list[str], fields: Mapping[str, str]) -> str | None:
     """Why the file's columns do not fit the mapping (or, without one, the item fields)."""
-    duplicates = sorted({c for c in columns if columns.count(c) > 1})
+    if not all(_COLUMN_NAME.fullmatch(c) for c in columns):
+        return (
+            "the first line is not a header of column names (is this a CSV file? a file's "
+            "format is guessed from its name; `items: {path: …, format: jsonl}` names it)"
+        )
+    duplicates = repeated(columns)
     if duplicates:
-        return f"the columns {duplicates} appear twice in the header"
+        return f"the columns {_shown_columns(duplicates)} appear twice in the header"
     if fields:
         missing = [f"{c} (for {t})" for t, c in fields.items() if c not in columns]
         if missing:
-            return f"no column {', '.join(missing)}; the columns are {', '.join(columns)}"
+            return f"no column {', '.join(missing)}; the columns are {_shown_columns(columns)}"
         return None
     unknown = [c for c in columns if c not in ITEM_FIELDS]
     if unknown:
         return (
-            f"the columns {', '.join(unknown)} are not item fields ({', '.join(ITEM_FIELDS)}): "
+            f"the columns {_shown_columns(unknown)} are not item fields "
+            f"({', '.join(ITEM_FIELDS)}): "
             "map the columns to read with `items: {path: …, fields: {output: your_column}}`, "
             "and the others are ignored"
         )
@@ -282,6 +328,7 @@ def _csv_records(
     limit = line_limit(max_item_chars)
     csv.field_size_limit(min(sys.maxsize, max(csv.field_size_limit(), limit)))
     with _open_items(spec.path, limits) as handle:
+        _check_text(spec.path, handle)
         reader = csv.reader(
             _decoded(_lines(handle, limit), limit, max_item_chars), delimiter=delimiter
         )

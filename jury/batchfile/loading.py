@@ -29,15 +29,17 @@ from jury.batchfile.item_readers import (
 from jury.batchfile.judge_config_file import merge_judge_config
 from jury.batchfile.model_catalog import model_problem
 from jury.batchfile.planning import budget_problems
-from jury.errors import BatchFileError, JuryError
+from jury.batchfile.size_limits import dimensions_problem, document_size_problems, samples_problem
+from jury.errors import BatchFileError, ConfigurationError, JuryError
 from jury.schemas.batch import BatchConfig, Item, Judge
 from jury.schemas.candidates import LLMCandidate, expand_for_candidates
-from jury.schemas.heuristics import heuristic_problems
+from jury.schemas.heuristics import CallableHeuristic, heuristic_problems
 from jury.schemas.item_dimensions import ItemDimensions
 from jury.schemas.labels import label_problems
 from jury.schemas.limits import InputLimits
 from jury.schemas.output_sets import expand_outputs
 from jury.schemas.placeholders import PlaceholderError, expand_fields, has_placeholder, redact
+from jury.settings import Settings
 
 MAX_PROBLEMS = 50
 _ITEM_TEXT_FIELDS = (
@@ -168,10 +170,11 @@ def _item(record: Record, config: BatchConfig) -> tuple[Item | None, str | None]
 
 
 def _validate_records(
-    records: Iterator[Record], config: BatchConfig, keep: bool
+    records: Iterator[Record], config: BatchConfig, keep: bool, limits: InputLimits
 ) -> tuple[list[Item], ItemStats, list[str], BatchConfig]:
     """Every record checked (the items kept only when `keep`), with duplicate ids found; and
-    the config with the criteria items brought (schemas.item_dimensions)."""
+    the config with the criteria items brought (schemas.item_dimensions). Reading stops once
+    the batch asks for more samples or criteria than the limits allow."""
     problems: list[str] = []
     items: list[Item] = []
     seen: dict[str, str] = {}
@@ -196,6 +199,12 @@ def _validate_records(
         judged = dimensions.batch_config() if item.labels and not item_problems else config
         item_problems += label_problems(judged, item)
         problems += [f"{record.where}: {p}" for p in item_problems]
+        too_big = samples_problem(
+            dimensions.n_cells, config.samples_per_cell, limits
+        ) or dimensions_problem(len(config.dimensions) + len(dimensions.added), limits)
+        if too_big:
+            problems.append(f"{record.where}: {too_big}")
+            break
         stats.add(item)
         if keep:
             items.append(item)
@@ -216,11 +225,25 @@ def _inline_records(raw_items: list[Any]) -> Iterator[Record]:
             yield Record(where, None, "not a mapping")
 
 
+def _callables_allowed(config: BatchConfig) -> list[str]:
+    """The module prefixes callable heuristics may come from, by this machine's settings (the
+    workers decide again): read only when the batch has a callable, so that a batch without
+    one never depends on the workers' settings being set here."""
+    if not any(isinstance(j.heuristic, CallableHeuristic) for j in config.judges):
+        return []
+    try:
+        return Settings.from_env().heuristic_callables
+    except ValidationError as exc:
+        shown = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        raise ConfigurationError(f"bad JURY_* environment: {shown}") from None
+
+
 def _judge_problems(config: BatchConfig) -> list[str]:
     """Each judge checked as this machine would call it: placeholders expanded (in a copy
     that is not kept), the result a valid judge, its model one LiteLLM knows. Values taken
     from the environment are redacted from the messages."""
     problems: list[str] = []
+    allowed = _callables_allowed(config)
     for index, judge in enumerate(config.judges):
         where = f"judges[{index}]"
         try:
@@ -236,7 +259,7 @@ def _judge_problems(config: BatchConfig) -> list[str]:
                 problems += [f"{redact(line, secrets)} (placeholders expanded)" for line in lines]
                 continue
         if judge.heuristic is not None:  # no model to route: its function must import
-            problems += heuristic_problems(judge.heuristic, where) if judge.enabled else []
+            problems += heuristic_problems(judge.heuristic, where, allowed) if judge.enabled else []
             continue
         problem = judge.enabled and model_problem(expanded.model)
         if problem:
@@ -277,6 +300,9 @@ def load_batch(
             raise BatchFileError(str(path), [str(exc)]) from None
         merge_judge_config(path, data, limits)
     raw_items = data.pop("items", None)
+    too_big = document_size_problems(data, limits)
+    if too_big:
+        raise BatchFileError(str(path), too_big)
     try:
         config = BatchConfig.model_validate(data)
     except ValidationError as exc:
@@ -289,7 +315,9 @@ def load_batch(
         raise BatchFileError(str(path), judge_problems)
     config = read_calibration_file(path, config)
     if isinstance(raw_items, list):
-        items, stats, problems, config = _validate_records(_inline_records(raw_items), config, True)
+        items, stats, problems, config = _validate_records(
+            _inline_records(raw_items), config, True, limits
+        )
         if not raw_items:
             problems.append("items: the list is empty")
         if problems:
@@ -301,7 +329,7 @@ def load_batch(
         except BatchFileError as exc:
             raise BatchFileError(str(path), exc.problems) from None
         records = read_records(spec, limits, config.max_item_chars)
-        _, stats, problems, config = _validate_records(records, config, False)
+        _, stats, problems, config = _validate_records(records, config, False, limits)
         if problems:
             raise BatchFileError(str(spec.path), problems)
         if not stats.count:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 from itertools import islice
 from pathlib import Path
 
@@ -70,24 +71,49 @@ STARTER_ITEMS = [
 
 
 def write_starter(folder: Path, force: bool = False) -> list[Path]:
-    """Write the starter batch and items into `folder`; refuses to overwrite unless `force`."""
+    """Write the starter batch and items into `folder`; refuses to overwrite unless `force`,
+    and never writes through a symbolic link (a dangling one named like a starter file would
+    otherwise create its target wherever it points)."""
     paths = [folder / BATCH_FILE, folder / ITEMS_FILE]
-    existing = [str(p) for p in paths if p.exists()]
+    links = [str(p) for p in paths if p.is_symlink()]
+    if links:
+        what = "is a symbolic link" if len(links) == 1 else "are symbolic links"
+        raise JuryError(
+            f"{' and '.join(links)} {what}: jury init never writes through one. Remove it, "
+            "or run jury init in another folder (`jury init FOLDER`)."
+        )
+    existing = [str(p) for p in paths if os.path.lexists(p)]
     if existing and not force:
         raise JuryError(
             f"{' and '.join(existing)} already exist{'s' if len(existing) == 1 else ''}: "
             "jury init does not overwrite files. Run it in an empty folder (`jury init "
             "FOLDER`), or pass --force to replace them."
         )
+    items = "".join(json.dumps(item) + "\n" for item in STARTER_ITEMS)
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        paths[0].write_text(STARTER_BATCH, encoding="utf-8")
-        paths[1].write_text(
-            "".join(json.dumps(item) + "\n" for item in STARTER_ITEMS), encoding="utf-8"
-        )
+        for path, text in zip(paths, (STARTER_BATCH, items), strict=True):
+            _write_new(path, text)
     except OSError as exc:
-        raise JuryError(f"cannot write the starter files in {folder}: {exc.strerror}") from None
+        raise JuryError(
+            f"cannot write the starter files in {folder}: {exc.strerror or exc}"
+        ) from None
     return paths
+
+
+def _write_new(path: Path, text: str) -> None:
+    """`text` into a file created afresh beside `path` (O_EXCL and O_NOFOLLOW: never an
+    existing file, never through a link), then renamed over `path`, which replaces a name,
+    never a link's target."""
+    fresh = path.with_name(f".{path.name}.{os.getpid()}.new")
+    fd = os.open(fresh, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.replace(fresh, path)
+    except BaseException:
+        fresh.unlink(missing_ok=True)
+        raise
 
 
 def first_items(source: BatchSource, limit: int) -> BatchSource:

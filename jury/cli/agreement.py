@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+from rich.text import Text
 
 from jury.analysis.calibration import DEFAULT_FOLDS, fit_calibration
 from jury.analysis.trust import trust_report
@@ -22,6 +23,7 @@ from jury.batchfile.calibration_file import write_calibration_file
 from jury.errors import JuryError
 from jury.results.formats import make_console
 from jury.results.labelled import read_records
+from jury.results.terminal import safe_text
 from jury.results.trust_tables import calibration_table, print_trust
 from jury.schemas.calibration import Calibration, FittedOn
 from jury.schemas.trust_records import TrustRecords
@@ -98,7 +100,12 @@ def run_agreement(
         click.echo(json.dumps(document))
         return
     console = make_console()
-    console.print(f"[bold]{status.name}[/] ({batch_id}): {status.status.value}", highlight=False)
+    console.print(
+        Text.assemble(
+            safe_text(status.name, "bold"), safe_text(f" ({batch_id}): {status.status.value}")
+        ),
+        highlight=False,
+    )
     print_trust(console, report, matrices=True)
     if calibration is not None:
         console.print(calibration_table(calibration))

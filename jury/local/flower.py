@@ -107,6 +107,47 @@ def check_port(address: str, port: int) -> None:
         ) from None
 
 
+LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
+_EVERY_INTERFACE = ("0.0.0.0", "::", "")
+
+
+def allowed_hosts(address: str, extra: list[str]) -> set[str]:
+    """The names a browser may reach Flower by (its requests' Host header): the address it
+    listens on (loopback: every loopback name; every interface: this machine's names), and
+    those the operator lists in JURY_FLOWER_HOSTS. A page of another site that a DNS name
+    of its own points at this machine (DNS rebinding) sends its own name, and is refused."""
+    hosts = {address.lower().strip("[]"), *(h.lower() for h in extra)}
+    if address in LOOPBACK_NAMES or address.startswith("127."):
+        hosts |= set(LOOPBACK_NAMES)
+    if address in _EVERY_INTERFACE:
+        hosts |= {*LOOPBACK_NAMES, socket.gethostname().lower(), socket.getfqdn().lower()}
+    return hosts - {""}
+
+
+def install_host_check(hosts: set[str]) -> None:
+    """Every request Flower routes (pages, API, static files) first has its Host checked:
+    another name gets 421 Misdirected Request, and nothing else. Tornado's Application
+    routes every request through find_handler (tornado.web.Application.find_handler,
+    get_handler_delegate), which Flower's app inherits."""
+    import tornado.web
+    from flower.app import Flower
+
+    class MisdirectedHost(tornado.web.RequestHandler):
+        def prepare(self) -> None:
+            self.set_status(421)
+            self.finish("jury flower answers only the hosts it was told (JURY_FLOWER_HOSTS)\n")
+
+    routed = tornado.web.Application.find_handler
+
+    def find_handler(app: Any, request: Any, **kwargs: Any) -> Any:
+        host = str(request.host_name or "").lower().strip("[]")
+        if host not in hosts:
+            return app.get_handler_delegate(request, MisdirectedHost)
+        return routed(app, request, **kwargs)
+
+    Flower.find_handler = find_handler
+
+
 def run_flower(
     settings: Settings, port: int, address: str, basic_auth: str | None, extra: tuple[str, ...]
 ) -> int:
@@ -124,6 +165,7 @@ def run_flower(
     from flower.options import options  # defines Flower's options; imported only here
 
     options.format_task = format_task
+    install_host_check(allowed_hosts(address, settings.flower_hosts))
     app = Celery("jury", set_as_current=True)
     app.conf.update(settings.celery_config())
     code = app.start(argv=flower_argv(port, address, basic_auth, extra))

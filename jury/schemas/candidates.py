@@ -16,13 +16,19 @@ from __future__ import annotations
 import json
 import re
 from itertools import combinations
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
 from jury.schemas.output_sets import pair_item_id, pair_of
 from jury.schemas.placeholders import has_placeholder, placeholder_problem
-from jury.schemas.strict import StrictModel
+from jury.schemas.strict import (
+    MAX_NAME_CHARS,
+    MAX_PROMPT_CHARS,
+    MAX_URL_CHARS,
+    StrictModel,
+    repeated,
+)
 
 MAX_CANDIDATES = 20  # as many as an item's `outputs` (schemas.output_sets)
 CANDIDATE_NAME = re.compile(r"[A-Za-z0-9_.-]{1,40}")
@@ -42,13 +48,13 @@ def _checked_placeholders(fields: dict[str, str | None]) -> None:
 class LLMCandidate(StrictModel):
     """A model that answers the item's input, through LiteLLM (as a judge is called)."""
 
-    name: str
+    name: str = Field(max_length=MAX_NAME_CHARS)
     model: str = Field(min_length=1, max_length=200)
-    api_base: str | None = None
-    api_key_env: str | None = None
+    api_base: str | None = Field(default=None, max_length=MAX_URL_CHARS)
+    api_key_env: str | None = Field(default=None, max_length=MAX_NAME_CHARS)
     temperature: float = Field(default=0.7, ge=0, le=2)
     max_tokens: int = Field(default=1024, ge=1, le=32000)
-    system: str | None = None
+    system: str | None = Field(default=None, max_length=MAX_PROMPT_CHARS)
     timeout_s: float = Field(default=60.0, gt=0, le=600)
     rpm: int | None = Field(default=None, gt=0)
     tpm: int | None = Field(default=None, gt=0)
@@ -69,14 +75,16 @@ class HTTPCandidate(StrictModel):
     """An HTTP endpoint that answers the item's input: `body` is a JSON template in which the
     string `{{input}}` stands for the input; `answer_path` finds the answer in the reply."""
 
-    name: str
-    url: str = Field(min_length=1)
+    name: str = Field(max_length=MAX_NAME_CHARS)
+    url: str = Field(min_length=1, max_length=MAX_URL_CHARS)
     method: HttpMethod = "POST"
     # `${VAR}` placeholders here are expanded only by the worker, at the call (a token in an
     # Authorization header never reaches the store).
-    headers: dict[str, str] = Field(default_factory=dict)
+    headers: dict[str, Annotated[str, Field(max_length=MAX_URL_CHARS)]] = Field(
+        default_factory=dict, max_length=50
+    )
     body: Any = Field(default_factory=lambda: {"input": INPUT_MARKER})
-    answer_path: str = Field(default="answer", min_length=1)
+    answer_path: str = Field(default="answer", min_length=1, max_length=MAX_NAME_CHARS)
     timeout_s: float = Field(default=60.0, gt=0, le=600)
     # Limits of the endpoint's own, cluster-wide as a judge's (jury.worker.limits.ratelimit): a
     # service under test is often a staging box that 256 calls per worker would topple.
@@ -141,7 +149,7 @@ def candidates_problem(names: list[str], pairwise: bool) -> str | None:
     bad = [n for n in names if not CANDIDATE_NAME.fullmatch(n)]
     if bad:
         return f"candidate names {bad} may hold only ASCII letters, digits and _.- (at most 40)"
-    dupes = sorted({n for n in names if names.count(n) > 1})
+    dupes = repeated(names)
     if dupes:
         return f"candidate names must be unique, {dupes} appear twice"
     return None

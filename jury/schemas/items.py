@@ -10,7 +10,7 @@ from pydantic_core import PydanticCustomError
 
 from jury.schemas.identifiers import checked_identifier
 from jury.schemas.pairwise import Winner
-from jury.schemas.strict import StrictModel, non_finite_path
+from jury.schemas.strict import MAX_DESCRIPTION_CHARS, StrictModel, non_finite_path
 
 MAX_ITEM_ID_CHARS = 200
 MAX_ITEM_CRITERIA = 50
@@ -22,7 +22,8 @@ class ItemCriterion(StrictModel):
     label ("CUSTOM (1-5)"); the criterion is named by its key."""
 
     name: str | None = Field(default=None, max_length=200)
-    description: str = Field(min_length=1)
+    # Its rubric (`name: description`) is a dimension's description, within that bound.
+    description: str = Field(min_length=1, max_length=MAX_DESCRIPTION_CHARS - 202)
     scale: dict[str, float] | None = None
     threshold: float | None = None
 

@@ -11,7 +11,7 @@ from pydantic import Field, model_validator
 from jury.schemas.heuristics import Heuristic, heuristic_judge_defaults
 from jury.schemas.judge_prompts import ScoringTemplate
 from jury.schemas.placeholders import has_placeholder, placeholder_problem
-from jury.schemas.strict import MAX_MAGNITUDE, MAX_NAME_CHARS
+from jury.schemas.strict import MAX_MAGNITUDE, MAX_NAME_CHARS, MAX_PROMPT_CHARS, MAX_URL_CHARS
 from jury.schemas.strict import StrictModel as _Strict
 
 # The plan's `provider` names, mapped to the model each one meant there.
@@ -39,8 +39,8 @@ class Judge(_Strict):
     rpm: int | None = Field(default=None, gt=0)
     tpm: int | None = Field(default=None, gt=0)
     max_in_flight: int | None = Field(default=None, gt=0)
-    api_base: str | None = None
-    api_key_env: str | None = None
+    api_base: str | None = Field(default=None, max_length=MAX_URL_CHARS)
+    api_key_env: str | None = Field(default=None, max_length=MAX_NAME_CHARS)
     # An OpenAI-compatible server at `api_base` is called through jury's own HTTP client
     # (jury.worker.calls.openai_wire, about half LiteLLM's CPU per call); "litellm": through the
     # OpenAI SDK under LiteLLM, as a plain LiteLLM script calls it.
@@ -52,7 +52,7 @@ class Judge(_Strict):
     reasoning_first: bool = False
     # How it answers, and its own prompt template (schemas.judge_prompts).
     scoring: ScoringTemplate = "likert"
-    prompt_template: str | None = None
+    prompt_template: str | None = Field(default=None, max_length=MAX_PROMPT_CHARS)
     # Prices for models LiteLLM's price map lacks (self-hosted, new, or behind a proxy).
     input_cost_per_token: float | None = Field(default=None, ge=0, le=1)
     output_cost_per_token: float | None = Field(default=None, ge=0, le=1)

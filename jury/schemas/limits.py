@@ -21,6 +21,9 @@ _ENV_NAMES: dict[str, str] = {
     "max_items_file_bytes": "JURY_MAX_ITEMS_FILE_BYTES",
     "max_nesting_depth": "JURY_MAX_NESTING_DEPTH",
     "max_yaml_alias_nodes": "JURY_MAX_YAML_ALIAS_NODES",
+    "max_judges": "JURY_MAX_JUDGES",
+    "max_dimensions": "JURY_MAX_DIMENSIONS",
+    "max_batch_samples": "JURY_MAX_BATCH_SAMPLES",
 }
 
 
@@ -37,6 +40,14 @@ class InputLimits(BaseModel):
     # Nodes that YAML aliases (`*name`, `<<: *name`) may repeat, in all: a few aliases that
     # refer to each other can otherwise stand for billions of nodes.
     max_yaml_alias_nodes: int = Field(default=10_000, ge=0)
+    # Judges (and candidates) one batch file names: counted before any is validated, so a
+    # panel of 100,000 costs nothing to refuse.
+    max_judges: int = Field(default=1_000, ge=1)
+    # Criteria one batch is judged on: its dimensions and those its items bring.
+    max_dimensions: int = Field(default=1_000, ge=1)
+    # Judge samples one batch asks for (cells × the panel's samples per cell), counted as the
+    # items are read, before anything is planned or enqueued.
+    max_batch_samples: int = Field(default=100_000_000, ge=1)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> InputLimits:

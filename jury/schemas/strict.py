@@ -4,11 +4,20 @@ that numbers are finite. Pure."""
 from __future__ import annotations
 
 import math
+from collections import Counter
+from collections.abc import Hashable, Iterable
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
 MAX_NAME_CHARS = 100
+# Text a batch file writes for the judges: a criterion's rubric, and prompt templates and
+# system prompts. Fixed bounds, far above any useful text, so that a 20 MB description is
+# refused when loaded instead of being sent in every prompt (docs/limits-and-security.md).
+MAX_DESCRIPTION_CHARS = 20_000
+MAX_PROMPT_CHARS = 100_000
+# A URL or an environment variable's name that a batch file gives.
+MAX_URL_CHARS = 2_000
 # Numbers a batch gives are finite (no .inf or NaN) and at most this large in magnitude, so
 # that sums of squares over a million verdicts stay finite too.
 MAX_MAGNITUDE = 1e6
@@ -19,6 +28,12 @@ class StrictModel(BaseModel):
     validated models are frozen; NaN and infinity are refused."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+
+def repeated(values: Iterable[Hashable]) -> list[Any]:
+    """The values that appear more than once, sorted (in linear time: a list of 100,000
+    names is counted once, not once per name)."""
+    return sorted(v for v, n in Counter(values).items() if n > 1)
 
 
 def non_finite_path(value: Any, path: str = "") -> str | None:

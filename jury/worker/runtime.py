@@ -39,6 +39,7 @@ from jury.store.samples import stored_cost
 from jury.worker.engine.grouping import Grouped
 from jury.worker.engine.loop import EventLoopThread
 from jury.worker.engine.queues import TaskQueues
+from jury.worker.judging.heuristic_pool import HeuristicPool
 from jury.worker.judging.judge_calls import CallJudge, RetryPolicy
 from jury.worker.judging.result_cache import ResultCache
 from jury.worker.limits.budget import CallBudget, PriceLookup, budget_reason, no_prices
@@ -149,6 +150,12 @@ class WorkerRuntime:
         )
         self.result_cache = ResultCache(self.sessions)
         self._groups: dict[object, Grouped[Any, Any]] = {}
+        # Heuristic judges' measuring processes: none starts before a heuristic is measured.
+        self.heuristics = HeuristicPool(
+            settings.heuristic_callables,
+            settings.heuristic_processes,
+            settings.heuristic_memory_mib,
+        )
 
     def gated_call(self, batch_id: str, config: BatchConfig) -> GatedCall:
         """The LLM call behind the cluster-wide rate limiter and the batch's budget, for one
@@ -302,3 +309,4 @@ class WorkerRuntime:
                 log.debug("could not close the HTTP session: %s", exc)
         self.loop.stop()
         self.store_threads.shutdown(wait=False, cancel_futures=True)
+        self.heuristics.close()

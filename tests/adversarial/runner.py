@@ -19,7 +19,12 @@ from jury.local.services import start_simulator
 from jury.simulator.hostile import hostile_options
 from tests.adversarial.cases import CASES
 
-MODULES = {"scores": "provider_cases", "provider": "provider_cases"}
+MODULES = {
+    "scores": "provider_cases",
+    "provider": "provider_cases",
+    "bounds": "bound_cases",
+    "heuristics": "heuristic_cases",
+}
 ADDRESS_SPACE_LIMIT = 6 * 1024**3
 
 

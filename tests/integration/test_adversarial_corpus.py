@@ -16,6 +16,8 @@ from typing import Any
 
 import pytest
 
+import tests.adversarial.bound_cases
+import tests.adversarial.heuristic_cases
 import tests.adversarial.input_cases
 import tests.adversarial.provider_cases  # noqa: F401 (registers the cases)
 from jury.settings import Settings
@@ -86,10 +88,19 @@ def _clean_env() -> dict[str, str]:
     }
 
 
-def test_the_corpus_covers_every_class_with_forty_cases_or_more() -> None:
+def test_the_corpus_covers_every_class_with_eighty_cases_or_more() -> None:
     counts = Counter(c.klass for c in CASES)
-    assert set(counts) == {"names", "placeholders", "provider", "resources", "scores", "terminal"}
-    assert sum(counts.values()) >= 40, counts
+    assert set(counts) == {
+        "bounds",
+        "heuristics",
+        "names",
+        "placeholders",
+        "provider",
+        "resources",
+        "scores",
+        "terminal",
+    }
+    assert sum(counts.values()) >= 80, counts
     assert len({c.name for c in CASES}) == len(CASES), "case names are unique"
 
 

@@ -61,7 +61,9 @@ class Flower:
 
 @pytest.fixture
 def flower(tmp_path: Path, logs_dir: Path, redis_url: str) -> Iterator[tuple[Flower, Settings]]:
-    settings = settings_for(redis_url, f"sqlite:///{tmp_path / 'jury.db'}")
+    settings = settings_for(redis_url, f"sqlite:///{tmp_path / 'jury.db'}").model_copy(
+        update={"flower_hosts": ["flower.jury-test.invalid"]}
+    )
     port = free_port()
     env = {**worker_env(settings), "FLOWER_BASIC_AUTH": f"{USER}:{PASSWORD}"}
     log_path = logs_dir / f"flower-{port}.log"
@@ -231,3 +233,33 @@ def test_flower_refuses_a_malformed_login(tmp_path: Path, redis_url: str) -> Non
     assert result.returncode == 2
     assert "must be user:password" in result.stderr and "no-colon-here" not in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_flower_answers_only_the_hosts_it_was_told(
+    flower: tuple[Flower, Settings],
+) -> None:
+    """DNS rebinding: a page on another site whose name resolves to this machine sends its
+    own name as Host; Flower answers it 421 and nothing else, pages and API alike."""
+    server, _ = flower
+    wait_for(lambda: server.answers("/workers?json=1", "{"), 60, "Flower")
+    port = server.base.rsplit(":", 1)[1]
+    for host, refused in [
+        (f"127.0.0.1:{port}", False),
+        (f"localhost:{port}", False),
+        (f"flower.jury-test.invalid:{port}", False),  # JURY_FLOWER_HOSTS
+        (f"evil.example:{port}", True),
+        ("evil.example", True),
+        (f"127.0.0.1.evil.example:{port}", True),
+    ]:
+        for path in ("/workers?json=1", "/tasks/datatable?draw=1", "/api/workers", "/"):
+            request = urllib.request.Request(server.base + path, headers={"Host": host})
+            token = base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode()
+            request.add_header("Authorization", f"Basic {token}")
+            try:
+                with urllib.request.urlopen(request, timeout=5) as response:
+                    got, body = response.status, response.read().decode()
+            except urllib.error.HTTPError as exc:
+                got, body = exc.code, exc.read().decode()
+            assert (got == 421) == refused, (host, path, got)
+            if refused:
+                assert body.startswith("jury flower answers only the hosts it was told")

@@ -5,15 +5,18 @@ own samples (the batch ends degraded) while the rest of the panel gives the verd
 
 from __future__ import annotations
 
+import itertools
 import statistics
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
 from jury.batchfile.loading import load_batch
-from jury.local.services import ManagedProcess
-from jury.producer.publishing import short_task_id
+from jury.broker.redis_client import BrokerRedis
+from jury.local.services import ManagedProcess, wait_for
+from jury.producer.publishing import create_producer_app, short_task_id
+from jury.producer.submission import submit_batch
 from jury.schemas.batch import Item
 from jury.schemas.status import BatchState
 from jury.schemas.tasks import CellRef
@@ -22,13 +25,24 @@ from jury.store.cells import iter_verdicts
 from jury.store.engine import session_factory
 from jury.store.repository import batch_status
 from jury.store.samples import list_samples, pair_judgments
-from jury.worker.judging.heuristics import heuristic_score
+from jury.worker.engine.liveness import HEARTBEATS_KEY
+from jury.worker.judging.heuristic_scores import heuristic_score
+from tests.integration.test_faults import assert_exactly_once
 from tests.integration.test_modes import PAIRS, TONE, answered, tagged, write_batch
 from tests.integration.test_pipeline import run_batch
 
 pytestmark = pytest.mark.integration
 
 FNS = "tests.heuristic_functions"
+
+
+@pytest.fixture(autouse=True)
+def callables_allowed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Loading checks callables against this process's setting, as the workers do theirs
+    (conftest's settings_for allows the same prefix)."""
+    monkeypatch.setenv("JURY_HEURISTIC_CALLABLES", FNS)
+
+
 ITEMS = [
     {"id": "h0", "input": "How do I reset my password?", "output": "Open Settings, then password."},
     {"id": "h1", "input": "Where is the invoice?", "output": "Billing page, top right."},
@@ -71,7 +85,7 @@ def test_a_mixed_panel_runs_through_the_one_pipeline(
                 assert evaluation.samples == [] and evaluation.n_failed == 1
                 continue
             if judge.heuristic is not None:
-                expected, _ = heuristic_score(judge, item, item.output or "", dimension)
+                expected, _ = heuristic_score(judge, item, item.output or "", dimension, [FNS])
                 assert evaluation.samples == [expected]
             means.append(statistics.fmean(evaluation.samples))
         assert verdict.consensus_metrics.final_score == pytest.approx(statistics.fmean(means))
@@ -122,3 +136,80 @@ def test_a_heuristic_judges_a_pair_side_by_side(
         b_short = len(pair["output_b"].split()) <= 8
         assert (detail.a_first_a, detail.a_first_b) == (5 if a_short else 1, 5 if b_short else 1)
         assert detail.b_first_a is None
+
+
+def test_a_runaway_heuristic_is_stopped_while_its_worker_beats_and_works_on(
+    tmp_path: Path,
+    sqlite_workers: Settings,
+    simulator: ManagedProcess,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A catastrophic regex answers at once (RE2); a callable stuck in C code holding the
+    GIL (Python's own `re` backtracking) is killed at its timeout_s. Meanwhile each worker's
+    heartbeat goes on, the LLM judge's tasks are answered, and no task is handed to a second
+    worker: every call and sample happens once. A callable the producer allowed (its setting
+    names `tests`) but the workers do not is refused by the workers, never imported."""
+    monkeypatch.setenv("JURY_HEURISTIC_CALLABLES", "tests")
+    llm = tagged("balanced", short_task_id().lower().replace("_", "").replace("-", ""))
+    words = "Supercalifragilisticexpialidociousness"  # 38 word characters, then a `!`
+    items = [{"id": f"r{n}", "input": "Say it?", "output": f"{words}{n}!"} for n in range(3)]
+    spec = {
+        "judges": [
+            {"model": llm, "n": 2},
+            {"name": "bomb", "heuristic": {"kind": "regex", "pattern": r"^(\w+\s?)*$"}},
+            {
+                "name": "stuck",
+                "timeout_s": 2,
+                "heuristic": {"kind": "callable", "function": f"{FNS}:backtracks"},
+            },
+            {
+                "name": "unallowed",
+                "heuristic": {
+                    "kind": "callable",
+                    "function": "tests.unallowed_heuristics:leaves_a_mark",
+                },
+            },
+        ],
+        "dimensions": ["relevance"],
+        "items": items,
+    }
+    path = write_batch(tmp_path, simulator, spec)
+    broker = BrokerRedis.from_settings(sqlite_workers)
+    heartbeats = broker.key(f"{HEARTBEATS_KEY}:{sqlite_workers.queue}")
+    beats: dict[str, list[float]] = {}
+    sessions = session_factory(sqlite_workers.database_url)
+    batch_id = submit_batch(load_batch(path), sessions, create_producer_app(sqlite_workers))
+
+    def finished() -> bool:
+        found = broker.client.zrange(heartbeats, 0, -1, withscores=True)
+        for worker, at in cast(list[tuple[bytes, float]], found):
+            seen = beats.setdefault(worker.decode(), [])
+            if not seen or seen[-1] != at:
+                seen.append(at)
+        return batch_status(sessions, batch_id).status.finished
+
+    wait_for(finished, 90, "the batch", poll=0.2)
+    assert batch_status(sessions, batch_id).status == BatchState.DEGRADED
+    # Both workers beat all along: every 2.5 s (a twelfth of the 30 s timeout), never a
+    # silence near the timeout, whatever the stuck callable held.
+    assert len(beats) == 2
+    for seen in beats.values():
+        assert max(b - a for a, b in itertools.pairwise(seen)) < 10_000, seen
+    assert answered(simulator, llm) == len(items) * 2  # no task judged twice
+    assert_exactly_once(sqlite_workers, batch_id)
+    by_judge: dict[str, list[Any]] = {}
+    for item in items:
+        for sample in list_samples(sessions, CellRef(batch_id, item["id"], "relevance")):
+            by_judge.setdefault(sample.judge, []).append(sample)
+    assert [(s.score, s.reasoning) for s in by_judge["bomb"]] == [
+        (1.0, "the pattern does not match")
+    ] * len(items)
+    for sample in by_judge["stuck"]:
+        assert sample.error_kind == "heuristic_timeout"
+        assert (
+            sample.error == "no score within the judge's timeout_s of 2 s: the measure was stopped"
+        )
+        assert 2000 <= sample.latency_ms < 10_000
+    for sample in by_judge["unallowed"]:
+        assert sample.error_kind == "heuristic_refused"
+        assert "not in a module that JURY_HEURISTIC_CALLABLES allows" in (sample.error or "")

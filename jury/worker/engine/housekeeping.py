@@ -5,6 +5,12 @@ every few seconds it beats (jury.worker.engine.liveness), gives back the message
 releases waiting lines whose model has free slots; every sweep interval it sweeps (the chord's
 safety net and the lost-task watch). Each step is cluster-wide safe: a Redis lock or an atomic
 script makes one worker do it at a time, and a step that fails is logged and tried again.
+
+This thread needs the GIL to beat: C code that holds it for long in another thread of the
+process starves the heartbeat, and the worker is reaped as dead while it lives (its tasks
+then run and are paid twice). So no task runs unbounded CPU work in this process: heuristic
+judges, whose patterns and functions come from batch files, are measured in processes of
+their own, killed at their deadline (jury.worker.judging.heuristic_pool).
 """
 
 from __future__ import annotations

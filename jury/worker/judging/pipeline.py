@@ -226,6 +226,7 @@ async def _call(runtime: WorkerRuntime, ref: SampleRef, prepared: _Prepared) -> 
                 prepared.dimensions,
                 prepared.spec.orders,
                 ref.sample,
+                runtime.heuristics,
             )
         gated = runtime.gated_call(ref.batch_id, prepared.config)
         return await judge_call(

@@ -1,10 +1,12 @@
 """Heuristic judges (schemas.heuristics, worker.heuristics): each kind's score on the
 criterion's scale, a pair measured side by side, and every bad input refused or failed with
-its own error kind."""
+its own error kind. Callables run only from the module prefixes the operator allows
+(JURY_HEURISTIC_CALLABLES); these tests allow tests.heuristic_functions."""
 
 from __future__ import annotations
 
 import asyncio
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -14,13 +16,16 @@ from pydantic import ValidationError
 
 from jury.batchfile.loading import load_batch
 from jury.batchfile.planning import budget_problems, plan_batch
-from jury.errors import BatchFileError
+from jury.errors import BatchFileError, ConfigurationError
 from jury.schemas.batch import BatchConfig, Dimension, Item, Judge
 from jury.schemas.heuristics import heuristic_problems
 from jury.schemas.results import CellSample
-from jury.worker.judging.heuristics import heuristic_samples, heuristic_score, measure
+from jury.worker.judging.heuristic_pool import HeuristicPool
+from jury.worker.judging.heuristic_scores import heuristic_score
+from jury.worker.judging.heuristics import heuristic_samples, measure
 
 FNS = "tests.heuristic_functions"
+ALLOWED = [FNS]
 RELEVANCE = Dimension.model_validate("relevance")  # built-in, 1..5
 TEN = Dimension(name="tone", description="Is it kind?", scale={"min": 1, "max": 10})
 ITEM = Item(id="q1", input="How do I reset my password?", output="Open Settings, then Password.")
@@ -31,7 +36,8 @@ def judge(**heuristic: Any) -> Judge:
 
 
 def score(j: Judge, text: str, dimension: Dimension = RELEVANCE) -> float:
-    return heuristic_score(j, ITEM.model_copy(update={"output": text}), text, dimension)[0]
+    item = ITEM.model_copy(update={"output": text})
+    return heuristic_score(j, item, text, dimension, ALLOWED)[0]
 
 
 def test_defaults_name_the_heuristic_and_take_one_sample() -> None:
@@ -71,10 +77,10 @@ def test_keyword_share_case_insensitive_by_default() -> None:
 
 def test_callable_unit_and_scale() -> None:
     unit = judge(kind="callable", function=f"{FNS}:mentions_input")
-    assert heuristic_score(unit, ITEM, "Reset your password here.", TEN)[0] == 10.0
-    assert heuristic_score(unit, ITEM, "No idea.", TEN)[0] == 1.0
+    assert heuristic_score(unit, ITEM, "Reset your password here.", TEN, ALLOWED)[0] == 10.0
+    assert heuristic_score(unit, ITEM, "No idea.", TEN, ALLOWED)[0] == 1.0
     on_scale = judge(kind="callable", function=f"{FNS}:words_on_scale", returns="scale")
-    assert heuristic_score(on_scale, ITEM, "one two three", TEN)[0] == 3.0
+    assert heuristic_score(on_scale, ITEM, "one two three", TEN, ALLOWED)[0] == 3.0
 
 
 @pytest.mark.parametrize(
@@ -90,7 +96,7 @@ def test_callable_unit_and_scale() -> None:
 )
 def test_a_bad_callable_gives_a_failed_sample(function: str, kind: str, says: str) -> None:
     j = judge(kind="callable", function=f"{FNS}:{function}")
-    (sample,) = heuristic_samples(j, ITEM, [RELEVANCE], [None], 0)
+    (sample,) = heuristic_samples(j, ITEM, [RELEVANCE], [None], 0, ALLOWED)
     assert sample.result.score is None
     assert sample.result.error_kind == kind
     assert says in (sample.result.error or "")
@@ -101,9 +107,10 @@ def test_a_missing_module_is_refused_at_load() -> None:
     (problem,) = heuristic_problems(
         judge(kind="callable", function="no_such_module_7f3a:score").heuristic,  # type: ignore[arg-type]
         "judges[1]",
+        ["no_such_module_7f3a"],
     )
     assert problem.startswith("judges[1].heuristic.function: cannot import no_such_module_7f3a")
-    assert heuristic_problems(judge(kind="length", max=3).heuristic, "j") == []  # type: ignore[arg-type]
+    assert heuristic_problems(judge(kind="length", max=3).heuristic, "j", []) == []  # type: ignore[arg-type]
 
 
 def test_a_pair_is_measured_side_by_side_in_one_order() -> None:
@@ -127,7 +134,11 @@ def test_combined_measures_every_dimension_on_its_scale() -> None:
     ("heuristic", "says"),
     [
         ({"kind": "sentiment"}, "does not match any of the expected tags"),
-        ({"kind": "regex", "pattern": "(unclosed"}, "not a valid regular expression"),
+        ({"kind": "regex", "pattern": "(unclosed"}, "cannot be compiled by RE2"),
+        ({"kind": "regex", "pattern": r"(a+)\1"}, "no backreferences"),
+        ({"kind": "regex", "pattern": "sorry(?! not)"}, "no lookaround"),
+        ({"kind": "regex", "pattern": "(a{1000}){1000}"}, "invalid repetition size"),
+        ({"kind": "callable", "function": "m:__builtins__.eval"}, "dunder"),
         ({"kind": "length"}, "needs `min`, `max` or both"),
         ({"kind": "length", "min": 5, "max": 2}, "must not exceed max"),
         ({"kind": "keyword", "keywords": []}, "at least 1 item"),
@@ -159,7 +170,10 @@ def test_a_heuristic_has_no_batch_api_and_sits_in_a_panel() -> None:
     assert config.judge("short").heuristic is not None
 
 
-def test_load_refuses_a_bad_import_path_and_an_unknown_kind(tmp_path: Path) -> None:
+def test_load_refuses_a_bad_import_path_and_an_unknown_kind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("JURY_HEURISTIC_CALLABLES", FNS)
     batch = tmp_path / "batch.yaml"
     batch.write_text(
         "judges:\n"
@@ -192,24 +206,79 @@ def test_the_plan_counts_no_call_and_no_cost_for_a_heuristic() -> None:
     assert (planned.calls, planned.prompt_tokens, planned.cost_usd) == (0, 0, 0.0)
 
 
-def test_measure_runs_off_the_loop_within_the_judges_timeout() -> None:
+def test_measure_stops_a_slow_callable_at_the_judges_timeout() -> None:
+    pool = HeuristicPool(ALLOWED, size=1, memory_mib=1024)
     quick = judge(kind="length", max=50)
-    (sample,) = asyncio.run(measure(quick, ITEM, [RELEVANCE], [None], 0))
-    assert sample.result.score == 5.0
     slow = Judge.model_validate(
         {"heuristic": {"kind": "callable", "function": f"{FNS}:sleeps"}, "timeout_s": 0.1}
     )
 
-    async def timed() -> tuple[list[CellSample], float]:
+    async def timed() -> tuple[list[CellSample], list[CellSample], float]:
+        (first,) = await measure(quick, ITEM, [RELEVANCE], [None], 0, pool)  # starts the process
         started = time.perf_counter()
-        found = await measure(slow, ITEM, [RELEVANCE, TEN], [None], 3)
-        return found, time.perf_counter() - started
+        found = await measure(slow, ITEM, [RELEVANCE, TEN], [None], 3, pool)
+        return [first], found, time.perf_counter() - started
 
-    # (asyncio.run then waits for the callable's thread to end; a worker's loop does not.)
-    samples, waited = asyncio.run(timed())
-    assert waited < 0.45  # the task did not wait for the callable
+    try:
+        (quick_sample,), samples, waited = asyncio.run(timed())
+    finally:
+        pool.close()
+    assert quick_sample.result.score == 5.0
+    assert waited < 0.45  # the callable sleeps 0.5 s: it was stopped, not waited for
     assert [(s.dimension, s.result.error_kind, s.result.sample) for s in samples] == [
         ("relevance", "heuristic_timeout", 3),
         ("tone", "heuristic_timeout", 3),
     ]
     assert "timeout_s of 0.1 s" in (samples[0].result.error or "")
+
+
+def callable_batch(tmp_path: Path, function: str) -> Path:
+    batch = tmp_path / "batch.yaml"
+    batch.write_text(
+        f"judges:\n- {{name: fn, heuristic: {{kind: callable, function: '{function}'}}}}\n"
+        "dimensions: [relevance]\nitems: [{id: a, output: x}]\n"
+    )
+    return batch
+
+
+def test_callables_are_off_at_load_unless_the_operator_allows_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("JURY_HEURISTIC_CALLABLES", raising=False)
+    with pytest.raises(BatchFileError) as info:
+        load_batch(callable_batch(tmp_path, f"{FNS}:mentions_input"))
+    (problem,) = info.value.problems
+    assert "callable heuristics are off" in problem and "JURY_HEURISTIC_CALLABLES" in problem
+    monkeypatch.setenv("JURY_HEURISTIC_CALLABLES", FNS)
+    assert load_batch(callable_batch(tmp_path, f"{FNS}:mentions_input")).config.judges
+
+
+@pytest.mark.parametrize(
+    ("function", "says"),
+    [
+        ("os:system", "comes from os"),
+        ("subprocess:run", "comes from subprocess"),
+        ("builtins:eval", "comes from builtins"),
+        ("shutil:rmtree", "comes from shutil"),
+        (f"{FNS}:os.system", "is defined in posix"),
+        ("tests.unallowed_heuristics:leaves_a_mark", "not in a module that"),
+    ],
+)
+def test_load_refuses_what_the_setting_does_not_allow_before_importing_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, function: str, says: str
+) -> None:
+    monkeypatch.setenv("JURY_HEURISTIC_CALLABLES", FNS)
+    with pytest.raises(BatchFileError) as info:
+        load_batch(callable_batch(tmp_path, function))
+    (problem,) = info.value.problems
+    assert problem.startswith("judges[0].heuristic.function: ") and says in problem
+    assert "tests.unallowed_heuristics" not in sys.modules
+
+
+@pytest.mark.parametrize("prefix", ["os", "os.path", "subprocess", "builtins", "jury", "*", "a b"])
+def test_the_setting_never_allows_the_refused_modules(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, prefix: str
+) -> None:
+    monkeypatch.setenv("JURY_HEURISTIC_CALLABLES", f"{FNS},{prefix}")
+    with pytest.raises(ConfigurationError, match="JURY_\\* environment: heuristic_callables"):
+        load_batch(callable_batch(tmp_path, f"{FNS}:mentions_input"))
