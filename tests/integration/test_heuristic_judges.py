@@ -13,6 +13,7 @@ from typing import Any, cast
 import pytest
 
 from jury.batchfile.loading import load_batch
+from jury.broker.keys import heartbeats as heartbeats_key
 from jury.broker.redis_client import BrokerRedis
 from jury.local.services import ManagedProcess, wait_for
 from jury.producer.publishing import create_producer_app, short_task_id
@@ -25,7 +26,6 @@ from jury.store.cells import iter_verdicts
 from jury.store.engine import session_factory
 from jury.store.repository import batch_status
 from jury.store.samples import list_samples, pair_judgments
-from jury.worker.engine.liveness import HEARTBEATS_KEY
 from jury.worker.judging.heuristic_scores import heuristic_score
 from tests.integration.test_faults import assert_exactly_once
 from tests.integration.test_modes import PAIRS, TONE, answered, tagged, write_batch
@@ -175,7 +175,7 @@ def test_a_runaway_heuristic_is_stopped_while_its_worker_beats_and_works_on(
     }
     path = write_batch(tmp_path, simulator, spec)
     broker = BrokerRedis.from_settings(sqlite_workers)
-    heartbeats = broker.key(f"{HEARTBEATS_KEY}:{sqlite_workers.queue}")
+    heartbeats = broker.key(heartbeats_key(sqlite_workers.queue))
     beats: dict[str, list[float]] = {}
     sessions = session_factory(sqlite_workers.database_url)
     batch_id = submit_batch(load_batch(path), sessions, create_producer_app(sqlite_workers))
