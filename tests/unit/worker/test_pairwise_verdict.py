@@ -5,8 +5,8 @@ from __future__ import annotations
 import statistics
 
 import pytest
-
 from jury.schemas.pair_sides import majority, side_scores
+
 from jury.schemas.pairwise import PairJudgment, pairwise_outcome, side_pair
 
 # Five runs: three prefer A by 0.6 points, two prefer B by 3.
