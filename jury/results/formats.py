@@ -25,10 +25,10 @@ from jury.results.pairwise import (
     standings_table,
     winner_cell,
 )
+from jury.results.pairwise_totals import PairwiseAccumulator
 from jury.results.terminal import safe_text
 from jury.results.trust_tables import print_trust
 from jury.schemas.output_sets import OutputRankings
-from jury.schemas.pairwise import PairwiseAccumulator
 from jury.schemas.results import Level, Verdict
 from jury.schemas.status import BatchStatus
 from jury.schemas.trust import TrustReport
