@@ -14,6 +14,7 @@ from importlib import resources
 from pathlib import Path
 
 from celery import Celery
+from kombu import Exchange, Queue
 from rich.console import Console
 
 from jury.batchfile.loading import load_batch
@@ -75,13 +76,14 @@ def embedded_stack(
     log_dir = Path(tempfile.mkdtemp(prefix="jury-demo-"))
     started: list[ManagedProcess] = []
     ok = False
+    private: Settings | None = None  # the settings of our own queues, once they are named
     try:
         broker = _broker_url(started, log_dir, console)
         # A queue of our own, so that no other worker on a shared Redis takes our tasks.
         update: dict[str, str] = {"broker_url": broker, "queue": f"jury-demo-{os.getpid()}"}
         if database_url is not None:
             update["database_url"] = database_url
-        settings = Settings.from_env().model_copy(update=update)
+        settings = private = Settings.from_env().model_copy(update=update)
         if simulator:
             sim = start_simulator(log_dir, SIMULATOR_OPTIONS)
             started.append(sim)
@@ -105,6 +107,10 @@ def embedded_stack(
     finally:
         for process in reversed(started):
             process.stop()
+        if private is not None and not any(p.name == "redis" for p in started):
+            # A shared Redis keeps nothing of ours: our queues were for this run only.
+            with contextlib.suppress(Exception):  # a Redis gone away has nothing to forget
+                forget_queues(private)
         if not ok:
             for process in started:
                 tail = process.log_tail()
@@ -112,6 +118,25 @@ def embedded_stack(
                     log = safe_text(f"--- {process.name} log ---\n{tail}", "dim", multiline=True)
                     console.print(log, highlight=False)
         shutil.rmtree(log_dir, ignore_errors=True)
+
+
+def forget_queues(settings: Settings) -> None:
+    """Delete the deployment's queues (settings.queue and its lanes) from the broker, with
+    the binding tables kombu keeps for each (`_kombu.binding.<queue>` and, since kombu 5.7,
+    `_kombu.binding_permanent.<queue>`): 18 keys a run of the demo otherwise left behind.
+
+    Through kombu's own calls: a queue declared on a channel, then deleted, leaves neither
+    its lists nor its bindings (kombu.transport.redis.Channel._queue_bind adds the member to
+    both tables; _delete removes it from both and deletes the lists, and Redis drops a set
+    with no member left). Only for queues nobody else consumes: their messages go too."""
+    app = create_producer_app(settings)
+    with app.connection_for_write() as connection:
+        channel = connection.default_channel
+        for name in settings.all_queues:
+            queue = Queue(name, Exchange(name, type="direct"), routing_key=name)
+            bound = queue.bind(channel)
+            bound.declare()
+            bound.delete()
 
 
 def run_demo(console: Console, batch_file: Path = DEMO_FILE) -> int:

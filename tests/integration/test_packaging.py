@@ -12,6 +12,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+import redis
 
 from tests.conftest import ROOT
 
@@ -159,6 +160,10 @@ def test_installed_wheel_runs_the_demo_where_the_folder_holds_hijackers(
     # The demo's worker is named, and its simulator's ready-file is named, after its pid.
     assert _processes_mentioning(f"jury-demo-{demo.pid}") == []
     assert _processes_mentioning(f"simulator-{demo.pid}-") == []
+    # Nor a key of its private queues (each run left 18 `_kombu.binding*.jury-demo-…`); its
+    # worker's reaper lock expires within seconds by itself.
+    leftover = redis.Redis.from_url(redis_url).keys(f"*jury-demo-{demo.pid}*")
+    assert [k for k in leftover if not k.startswith(b"jury:reaper:")] == []
     version = subprocess.run(
         [str(env_dir / "bin" / "jury"), "--version"],
         env=env,
