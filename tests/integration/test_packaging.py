@@ -162,8 +162,10 @@ def test_installed_wheel_runs_the_demo_where_the_folder_holds_hijackers(
     assert _processes_mentioning(f"simulator-{demo.pid}-") == []
     # Nor a key of its private queues (each run left 18 `_kombu.binding*.jury-demo-…`); its
     # worker's reaper lock expires within seconds by itself.
-    leftover = redis.Redis.from_url(redis_url).keys(f"*jury-demo-{demo.pid}*")
-    assert [k for k in leftover if not k.startswith(b"jury:reaper:")] == []
+    client = redis.Redis.from_url(redis_url, decode_responses=True)
+    leftover = [str(key) for key in client.keys(f"*jury-demo-{demo.pid}*")]
+    client.close()
+    assert [k for k in leftover if not k.startswith("jury:reaper:")] == []
     version = subprocess.run(
         [str(env_dir / "bin" / "jury"), "--version"],
         env=env,
