@@ -222,17 +222,20 @@ def status(
 
 @click.command()
 @click.argument("batch_id")
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
+@click.option(
+    "--format", "fmt", type=click.Choice(FORMATS), help="Default: table; csv with --samples."
+)
 @click.option("--output", type=click.Path(dir_okay=False, path_type=Path), help="Write here.")
 @click.option(
     "--samples",
     is_flag=True,
     help="One row per judgment (judge, score, reasoning, latency, tokens, cost, error) "
-    "instead of one per verdict; json, jsonl or csv.",
+    "instead of one per verdict; csv (the default), json or jsonl.",
 )
 @user_errors
-def results(batch_id: str, fmt: str, output: Path | None, samples: bool) -> None:
+def results(batch_id: str, fmt: str | None, output: Path | None, samples: bool) -> None:
     """Print a batch's result records (one per item and dimension)."""
+    fmt = fmt or ("csv" if samples else "table")
     sessions = session_factory(load_settings().database_url)
     state = batch_status(sessions, batch_id)
     config = load_config(sessions, batch_id)
