@@ -17,7 +17,7 @@ import click
 from rich.console import Console
 from rich.text import Text
 
-from jury.errors import JuryError
+from jury.errors import EXIT_INTERRUPTED, JuryError
 from jury.producer.diagnosis import watch_batch
 from jury.producer.following import (
     Display,
@@ -32,7 +32,7 @@ from jury.settings import Settings
 from jury.store.sql import Sessions
 
 F = TypeVar("F", bound=Callable[..., Any])
-EXIT_FAILED, EXIT_USAGE, EXIT_TIMEOUT, EXIT_DEGRADED, EXIT_INTERRUPTED = 1, 2, 3, 4, 130
+EXIT_FAILED, EXIT_USAGE, EXIT_TIMEOUT, EXIT_DEGRADED = 1, 2, 3, 4
 # Batches whose verdict table is worth printing at the end.
 SCORED = (BatchState.COMPLETED, BatchState.DEGRADED)
 

@@ -18,7 +18,7 @@ from kombu import Exchange, Queue
 from rich.console import Console
 
 from jury.batchfile.loading import load_batch
-from jury.errors import ConfigurationError
+from jury.errors import EXIT_INTERRUPTED, ConfigurationError
 from jury.local.services import (
     ManagedProcess,
     redis_answers,
@@ -75,7 +75,7 @@ def embedded_stack(
     own; every process it started is stopped on the way out, with its log shown on an error."""
     log_dir = Path(tempfile.mkdtemp(prefix="jury-demo-"))
     started: list[ManagedProcess] = []
-    ok = False
+    show_logs = True  # unless the work went well, or the user stopped it
     private: Settings | None = None  # the settings of our own queues, once they are named
     try:
         broker = _broker_url(started, log_dir, console)
@@ -103,7 +103,10 @@ def embedded_stack(
         )
         stack = EmbeddedStack(settings, app, session_factory(settings.database_url), started)
         yield stack
-        ok = not stack.failed
+        show_logs = stack.failed
+    except KeyboardInterrupt:
+        show_logs = False  # Ctrl-C: nothing failed, and the logs would bury the answer
+        raise
     finally:
         for process in reversed(started):
             process.stop()
@@ -111,7 +114,7 @@ def embedded_stack(
             # A shared Redis keeps nothing of ours: our queues were for this run only.
             with contextlib.suppress(Exception):  # a Redis gone away has nothing to forget
                 forget_queues(private)
-        if not ok:
+        if show_logs:
             for process in started:
                 tail = process.log_tail()
                 if tail:
@@ -142,6 +145,14 @@ def forget_queues(settings: Settings) -> None:
 def run_demo(console: Console, batch_file: Path = DEMO_FILE) -> int:
     if not batch_file.exists():
         raise ConfigurationError(f"the demo batch {batch_file} is missing from this install")
+    try:
+        return _demo(console, batch_file)
+    except KeyboardInterrupt:
+        console.print("demo interrupted: every process it started is stopped", highlight=False)
+        return EXIT_INTERRUPTED
+
+
+def _demo(console: Console, batch_file: Path) -> int:
     with embedded_stack(console) as stack:
         source = load_batch(batch_file)
         batch_id = submit_batch(source, stack.sessions, stack.app)
