@@ -1,5 +1,6 @@
-"""Ctrl-C while a worker starts (importing LiteLLM and warming it up take seconds): it exits
-130 without a traceback, and stopping it before its housekeeping began raises nothing."""
+"""Ctrl-C while a worker (or the simulator) starts (importing LiteLLM and warming it up take
+seconds): it exits 130 without a traceback, and stopping it before its housekeeping began
+raises nothing."""
 
 from __future__ import annotations
 
@@ -7,26 +8,34 @@ import subprocess
 import sys
 from typing import Any
 
+import pytest
+
 from jury.worker.engine.housekeeping import Housekeeper
 from tests.conftest import ROOT
 
-# `python -m jury.worker`, with the user's Ctrl-C arriving while it imports its Celery app.
+# `python -m MODULE`, with the user's Ctrl-C arriving while it imports IMPORTED.
 INTERRUPTED_START = """
 import builtins, os, runpy, signal, sys
 real_import = builtins.__import__
 def importing(name, *args, **kwargs):
-    if name == "jury.worker.app":
+    if name == {imported!r}:
         os.kill(os.getpid(), signal.SIGINT)
     return real_import(name, *args, **kwargs)
 builtins.__import__ = importing
-sys.argv = ["jury.worker"]
-runpy.run_module("jury.worker", run_name="__main__")
+sys.argv = [{module!r}]
+runpy.run_module({module!r}, run_name="__main__")
 """
 
 
-def test_a_worker_interrupted_while_it_starts_exits_130_quietly() -> None:
+@pytest.mark.parametrize(
+    ("module", "imported"),
+    [("jury.worker", "jury.worker.app"), ("jury.simulator", "jury.simulator.server")],
+)
+def test_a_worker_or_simulator_interrupted_while_it_starts_exits_130_quietly(
+    module: str, imported: str
+) -> None:
     done = subprocess.run(
-        [sys.executable, "-c", INTERRUPTED_START],
+        [sys.executable, "-c", INTERRUPTED_START.format(module=module, imported=imported)],
         cwd=ROOT,
         capture_output=True,
         text=True,
