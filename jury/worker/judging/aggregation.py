@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from jury.schemas.batch import Aggregation, Dimension, Judge
 from jury.schemas.judge_prompts import PassVote, pass_vote
+from jury.schemas.pairwise import PairwiseOutcome
 from jury.schemas.results import ConsensusMetrics, JudgeEvaluation, Level, SampleResult, Verdict
 from jury.stats.panel import across_models
 
@@ -212,6 +213,30 @@ def pass_decision(
     )
 
 
+def cell_record(
+    item_id: str,
+    dimension: Dimension,
+    judged: JudgeScores,
+    metrics: ConsensusMetrics,
+    passed: bool | None,
+    flag_reasons: list[str],
+    error: str | None = None,
+    pairwise: PairwiseOutcome | None = None,
+) -> Verdict:
+    """The verdict record of one cell from its parts."""
+    return Verdict(
+        item_id=item_id,
+        criterion_id=dimension.name,
+        llm_evaluations=judged.evaluations,
+        consensus_metrics=metrics,
+        passed=passed,
+        threshold=dimension.resolved_threshold,
+        error=error,
+        flag_reasons=flag_reasons,
+        pairwise=pairwise,
+    )
+
+
 def unscored_verdict(item_id: str, dimension: Dimension, judged: JudgeScores) -> Verdict:
     """The record of a cell no judge scored: an error, flagged for review."""
     metrics = ConsensusMetrics(
@@ -221,16 +246,8 @@ def unscored_verdict(item_id: str, dimension: Dimension, judged: JudgeScores) ->
         confidence=Level.LOW,
         flag_for_review=True,
     )
-    return Verdict(
-        item_id=item_id,
-        criterion_id=dimension.name,
-        llm_evaluations=judged.evaluations,
-        consensus_metrics=metrics,
-        passed=None,
-        threshold=dimension.resolved_threshold,
-        error="no judge produced a score: " + "; ".join(judged.reasons),
-        flag_reasons=list(judged.reasons),
-    )
+    error = "no judge produced a score: " + "; ".join(judged.reasons)
+    return cell_record(item_id, dimension, judged, metrics, None, list(judged.reasons), error)
 
 
 def build_verdict(
@@ -251,15 +268,8 @@ def build_verdict(
     metrics, low_consensus = consensus_metrics(
         judged, final, len(panel), aggregation, tied_vote=tie is not None
     )
-    return Verdict(
-        item_id=item_id,
-        criterion_id=dimension.name,
-        llm_evaluations=judged.evaluations,
-        consensus_metrics=metrics,
-        passed=passed,
-        threshold=threshold,
-        flag_reasons=[*low_consensus, *judged.reasons, *([tie] if tie else [])],
-    )
+    reasons = [*low_consensus, *judged.reasons, *([tie] if tie else [])]
+    return cell_record(item_id, dimension, judged, metrics, passed, reasons)
 
 
 def cell_pass_vote(panel: Sequence[Judge], samples: Sequence[SampleResult]) -> PassVote:

@@ -25,6 +25,7 @@ from jury.schemas.pairwise import PairJudgment, PairwiseOutcome, Winner, winner_
 from jury.schemas.results import SampleResult, Verdict
 from jury.stats.panel import SideScores, across_sides
 from jury.worker.judging.aggregation import (
+    cell_record,
     consensus_metrics,
     evaluate_judges,
     unique_samples,
@@ -192,13 +193,5 @@ def build_pairwise_verdict(
         verdict = unscored_verdict(item_id, dimension, judged)
         return verdict.model_copy(update={"pairwise": outcome})
     metrics, low_consensus = consensus_metrics(judged, preference, len(panel), aggregation)
-    return Verdict(
-        item_id=item_id,
-        criterion_id=dimension.name,
-        llm_evaluations=judged.evaluations,
-        consensus_metrics=metrics,
-        passed=None,
-        threshold=dimension.resolved_threshold,
-        flag_reasons=[*low_consensus, *judged.reasons],
-        pairwise=outcome,
-    )
+    reasons = [*low_consensus, *judged.reasons]
+    return cell_record(item_id, dimension, judged, metrics, None, reasons, pairwise=outcome)
