@@ -42,13 +42,12 @@ from typing import Any
 import yaml
 
 from bench.common import local_stack, print_runs
-from jury.analysis.calibration import fit_calibration, fold_of
+from jury.analysis.calibration import calibrate_scores, fit_calibration, fold_of
 from jury.analysis.trust import trust_report
 from jury.batchfile.loading import load_batch
 from jury.local.services import wait_for
 from jury.producer.submission import submit_batch
 from jury.results.labelled import read_records
-from jury.schemas.calibration import calibrate_scores
 from jury.schemas.results import Verdict
 from jury.schemas.trust_records import TrustRecords
 from jury.simulator.labels import human_score

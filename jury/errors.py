@@ -1,6 +1,16 @@
-"""One error hierarchy for all of jury: every error we raise on purpose is a JuryError."""
+"""One error hierarchy for all of jury: every error we raise on purpose is a JuryError; and
+how a process of ours ends on Ctrl-C once its work is done (ctrl_c_ends_quietly)."""
 
 from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sys
+from types import FrameType
+
+# The exit status of a process ended by Ctrl-C (128 + SIGINT), as the shell reports it.
+EXIT_INTERRUPTED = 130
 
 
 class JuryError(Exception):
@@ -94,3 +104,24 @@ class JudgmentFailed(JuryError):
     def __init__(self, message: str, *, kind: str = "error") -> None:
         super().__init__(message)
         self.kind = kind
+
+
+def _end_now(signum: int, frame: FrameType | None) -> None:
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):  # a closed or broken stream: nothing to keep
+            stream.flush()
+    os._exit(EXIT_INTERRUPTED)
+
+
+def ctrl_c_ends_quietly() -> None:
+    """From now on, Ctrl-C ends the process at once, with status 130 and nothing printed.
+
+    For a process whose work is done and which is only exiting: joining threads and running
+    atexit callbacks, LiteLLM's among them (it closes its HTTP clients on a fresh event loop,
+    litellm/llms/custom_httpx/async_client_cleanup.py, and flushes its logging queue,
+    litellm_core_utils/logging_worker.py; both catch Exception, not KeyboardInterrupt). A
+    Ctrl-C landing there raised KeyboardInterrupt inside the callback, and Python printed
+    `Exception ignored in atexit callback … KeyboardInterrupt` with a traceback. Outside the
+    main thread Python allows no handler: then nothing changes."""
+    with contextlib.suppress(ValueError):
+        signal.signal(signal.SIGINT, _end_now)

@@ -6,9 +6,10 @@ from __future__ import annotations
 import os
 import secrets
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import cast
+from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 import redis
@@ -36,7 +37,25 @@ ROOT = Path(__file__).resolve().parent.parent
 # A Redis database number of our own on a shared server; flushed before and after the run.
 # Each pytest-xdist worker (gw0, gw1, …) takes the next number, so none flushes another's.
 _XDIST_INDEX = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw") or 0)
-TEST_REDIS_DB = int(os.environ.get("JURY_TEST_REDIS_DB", "11")) + _XDIST_INDEX
+DEFAULT_TEST_REDIS_DB = 11
+
+
+def shared_redis_url(environ: Mapping[str, str], xdist_index: int = 0) -> str:
+    """The Redis the tests use and flush: JURY_TEST_REDIS_URL (host, port, password, database:
+    `redis://host:6380/5`) or the machine's 127.0.0.1:6379; database JURY_TEST_REDIS_DB
+    when the URL names none (default 11), plus the pytest-xdist worker's index."""
+    url = environ.get("JURY_TEST_REDIS_URL") or "redis://127.0.0.1:6379"
+    parts = urlsplit(url)
+    if parts.scheme not in ("redis", "rediss") or parts.query or parts.fragment:
+        raise ValueError(f"JURY_TEST_REDIS_URL must read redis://host:port/db, not {url!r}")
+    named = parts.path.strip("/")
+    if named and not named.isdigit():
+        raise ValueError(f"JURY_TEST_REDIS_URL's database must be a number, not {named!r}")
+    first = int(named) if named else int(environ.get("JURY_TEST_REDIS_DB", DEFAULT_TEST_REDIS_DB))
+    return urlunsplit((parts.scheme, parts.netloc, f"/{first + xdist_index}", "", ""))
+
+
+TEST_REDIS_URL = shared_redis_url(os.environ, _XDIST_INDEX)
 PG_ADMIN_URL = os.environ.get(
     "JURY_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 )
@@ -64,7 +83,12 @@ def logs_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def redis_url(logs_dir: Path) -> Iterator[str]:
-    shared = f"redis://127.0.0.1:6379/{TEST_REDIS_DB}"
+    """The shared test Redis database (TEST_REDIS_URL), flushed before and after the run; where
+    none answers, an embedded one of our own. A JURY_TEST_REDIS_URL that does not answer fails
+    the run rather than be passed over."""
+    shared = TEST_REDIS_URL
+    if os.environ.get("JURY_TEST_REDIS_URL") and not redis_answers(shared):
+        pytest.fail(f"JURY_TEST_REDIS_URL: no Redis answers at {shared} (database in range?)")
     if redis_answers(shared):
         client = redis.Redis.from_url(shared)
         client.flushdb()

@@ -14,9 +14,16 @@ way on the weighted mean of the judges' held-out calibrated scores.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping, Sequence
+import math
+from collections.abc import Callable, Mapping, Sequence
 
-from jury.schemas.calibration import Calibration, DimensionCalibration, FittedMap, FittedOn
+from jury.schemas.calibration import (
+    CalibratedScores,
+    Calibration,
+    DimensionCalibration,
+    FittedMap,
+    FittedOn,
+)
 from jury.schemas.trust_records import DimensionRecords, TrustRecords
 from jury.stats.calibration import (
     CrossValidation,
@@ -24,11 +31,47 @@ from jury.stats.calibration import (
     PlattFit,
     cross_validate,
     fit_method,
+    identity,
 )
 
 DEFAULT_FOLDS = 5
 MIN_LABELLED = 10  # fewer labelled items than this leave a judge uncalibrated
 _SMALLEST_ERROR = 1e-6
+
+
+def fitted_mapping(fitted: FittedMap, low: float, high: float) -> Callable[[float], float]:
+    """The map a calibration file describes, as a function of a score on [low, high]."""
+    if fitted.method == "isotonic":
+        return IsotonicFit(tuple(x for x, _ in fitted.points), tuple(y for _, y in fitted.points))
+    if fitted.method == "platt":
+        assert fitted.a is not None and fitted.b is not None  # FittedMap validates it
+        return PlattFit(fitted.a, fitted.b, low, high)
+    return identity
+
+
+def calibrate_scores(
+    calibration: Calibration, dimension: str, scores: Mapping[str, float], threshold: float
+) -> CalibratedScores | None:
+    """Calibrated scores of one record from its judges' raw aggregated scores; None when the
+    file does not know the dimension."""
+    fitted = calibration.dimensions.get(dimension)
+    if fitted is None:
+        return None
+    calibrated: dict[str, float] = {}
+    weights: dict[str, float] = {}
+    for judge, score in scores.items():
+        known = fitted.judges.get(judge)
+        if known is None or not math.isfinite(score):
+            continue
+        calibrated[judge] = fitted_mapping(known, fitted.low, fitted.high)(score)
+        weights[judge] = known.weight
+    if not calibrated:
+        return CalibratedScores(final_score=None, passed=None, judges={})
+    total = sum(weights.values())
+    final = math.fsum(calibrated[j] * weights[j] for j in calibrated) / total
+    if fitted.panel is not None:
+        final = fitted_mapping(fitted.panel, fitted.low, fitted.high)(final)
+    return CalibratedScores(final_score=final, passed=final >= threshold, judges=calibrated)
 
 
 def fold_of(item_id: str, folds: int, seed: int) -> int:

@@ -57,6 +57,12 @@ def _deployment(queue: str) -> str:
     return f"{ROOT}deployment:{queue}:"
 
 
+def deployment_pattern(queue: str) -> str:
+    """A SCAN pattern for every key of the deployment (its batches' and its workers')."""
+    escaped = "".join(f"\\{c}" if c in "*?[]\\" else c for c in queue)
+    return f"{ROOT}deployment:{escaped}:*"
+
+
 # A deployment's workers.
 def heartbeats(queue: str) -> str:
     """worker id -> its last beat (Redis' clock), a sorted set (jury.worker.engine.liveness)."""

@@ -207,18 +207,21 @@ def status(
 
 @click.command()
 @click.argument("batch_id")
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
+@click.option(
+    "--format", "fmt", type=click.Choice(FORMATS), help="Default: table; csv with --samples."
+)
 @click.option("--output", type=click.Path(dir_okay=False, path_type=Path), help="Write here.")
 @click.option(
     "--samples",
     is_flag=True,
     help="One row per judgment (judge, score, reasoning, latency, tokens, cost, error) "
-    "instead of one per verdict; json, jsonl or csv.",
+    "instead of one per verdict; csv (the default), json or jsonl.",
 )
 @user_errors
-def results(batch_id: str, fmt: str, output: Path | None, samples: bool) -> None:
+def results(batch_id: str, fmt: str | None, output: Path | None, samples: bool) -> None:
     """Print a batch's result records (one per item and dimension): those stored so far,
     while it runs."""
+    fmt = fmt or ("csv" if samples else "table")
     batch = attach(batch_id)
     if samples and fmt not in SAMPLE_FORMATS:
         fail(

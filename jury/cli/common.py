@@ -18,14 +18,14 @@ from rich.console import Console
 from rich.text import Text
 
 from jury.api import Batch, resolve_settings
-from jury.errors import JuryError
+from jury.errors import EXIT_INTERRUPTED, JuryError
 from jury.producer.following import Display, interrupted, print_outcome, print_verdicts
 from jury.results.terminal import safe_text
 from jury.schemas.status import BatchState, BatchStatus
 from jury.settings import Settings
 
 F = TypeVar("F", bound=Callable[..., Any])
-EXIT_FAILED, EXIT_USAGE, EXIT_TIMEOUT, EXIT_DEGRADED, EXIT_INTERRUPTED = 1, 2, 3, 4, 130
+EXIT_FAILED, EXIT_USAGE, EXIT_TIMEOUT, EXIT_DEGRADED = 1, 2, 3, 4
 # Batches whose verdict table is worth printing at the end.
 SCORED = (BatchState.COMPLETED, BatchState.DEGRADED)
 

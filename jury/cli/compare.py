@@ -52,12 +52,29 @@ def _num(value: float | None, spec: str = ".2f") -> str:
     return "—" if value is None else format(value, spec)
 
 
-def _side(usage: Usage) -> str:
+def _latency(usage: Usage) -> str:
+    return f"{_num(usage.latency_ms_median, ',.0f')} ms"
+
+
+def _tokens(usage: Usage) -> str:
     return (
-        f"{_num(usage.latency_ms_median, ',.0f')} ms, "
         f"{_num(usage.prompt_tokens_per_item, ',.0f')}+"
-        f"{_num(usage.completion_tokens_per_item, ',.0f')} tokens"
+        f"{_num(usage.completion_tokens_per_item, ',.0f')}"
     )
+
+
+def _table(title: str, columns: tuple[str, ...]) -> Table:
+    table = Table(title=title, box=box.SIMPLE_HEAD, header_style="bold", pad_edge=False)
+    for name in columns:
+        # Headers and figures are never cut or wrapped; a long dimension name wraps.
+        first = name == "dimension"
+        table.add_column(
+            name,
+            justify="left" if first else "right",
+            no_wrap=not first,
+            overflow="fold" if first else "ellipsis",
+        )
+    return table
 
 
 def print_comparison(console: Console, result: Comparison, names: tuple[str, str]) -> None:
@@ -68,13 +85,18 @@ def print_comparison(console: Console, result: Comparison, names: tuple[str, str
         ),
         highlight=False,
     )
-    table = Table(box=box.SIMPLE_HEAD, header_style="bold", pad_edge=False)
-    for name in ("dimension", "items", "mean A", "mean B", "|A−B|", "Pearson", "Spearman"):
-        table.add_column(name, justify="left" if name == "dimension" else "right")
-    table.add_column("A: latency (median), tokens/item", justify="right")
-    table.add_column("B", justify="right")
+    # Two tables narrow enough for an 80-column terminal: how alike the scores are, then what
+    # an item cost each batch (one wide table had rich cut its headers down to "B").
+    scores = _table(
+        "final scores",
+        ("dimension", "items", "mean A", "mean B", "|A−B|", "Pearson", "Spearman"),
+    )
+    usage = _table(
+        "per item: latency (median of its slowest call), tokens (prompt+completion)",
+        ("dimension", "latency A", "latency B", "tokens A", "tokens B"),
+    )
     for row in result.dimensions:
-        table.add_row(
+        scores.add_row(
             safe_text(row.dimension),
             str(row.n_items),
             _num(row.mean_a),
@@ -82,13 +104,19 @@ def print_comparison(console: Console, result: Comparison, names: tuple[str, str
             _num(row.mean_abs_diff),
             _num(row.pearson),
             _num(row.spearman),
-            _side(row.a),
-            _side(row.b),
         )
-    table.add_row(
-        "all (per item)", str(result.n_items), *[""] * 5, _side(result.a), _side(result.b)
+        usage.add_row(
+            safe_text(row.dimension),
+            _latency(row.a),
+            _latency(row.b),
+            _tokens(row.a),
+            _tokens(row.b),
+        )
+    usage.add_row(
+        "all", _latency(result.a), _latency(result.b), _tokens(result.a), _tokens(result.b)
     )
-    console.print(table)
+    console.print(scores)
+    console.print(usage)
     console.print(
         f"cost: A ${result.a.cost_usd:.4f}, B ${result.b.cost_usd:.4f}; median latency per "
         f"item, B against A: {_num(result.latency_change_pct, '+.1f')}%; prompt tokens per "

@@ -12,6 +12,7 @@ from jury.cli.batches import cancel, results, resume, status, submit
 from jury.cli.browse import list_batches, report, show
 from jury.cli.compare import compare
 from jury.cli.services import demo, flower, init, simulate, worker
+from jury.errors import ctrl_c_ends_quietly
 
 
 def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
@@ -55,4 +56,7 @@ for command in (
 
 
 def main() -> None:
-    jury(prog_name="jury")
+    try:
+        jury(prog_name="jury")
+    finally:  # the command is done; a Ctrl-C while Python exits ends it without a traceback
+        ctrl_c_ends_quietly()

@@ -14,10 +14,13 @@ from importlib import resources
 from pathlib import Path
 
 from celery import Celery
+from kombu import Exchange, Queue
 from rich.console import Console
 
 from jury.batchfile.loading import load_batch
-from jury.errors import ConfigurationError
+from jury.broker import keys as redis_keys
+from jury.broker.redis_client import BrokerRedis
+from jury.errors import EXIT_INTERRUPTED, ConfigurationError
 from jury.local.services import (
     ManagedProcess,
     redis_answers,
@@ -81,7 +84,8 @@ def embedded_stack(
     JURY_SIMULATOR_URL, which the demo batch's judges name, while the stack runs."""
     log_dir = Path(tempfile.mkdtemp(prefix="jury-demo-"))
     started: list[ManagedProcess] = []
-    ok = False
+    show_logs = True  # unless the work went well, or the user stopped it
+    private: Settings | None = None  # the settings of our own queues, once they are named
     previous_simulator = os.environ.get(SIMULATOR_URL)
     base = base or Settings.from_env()
     try:
@@ -90,7 +94,7 @@ def embedded_stack(
         update: dict[str, str] = {"broker_url": broker, "queue": f"jury-demo-{os.getpid()}"}
         if database_url is not None:
             update["database_url"] = database_url
-        settings = base.model_copy(update=update)
+        settings = private = base.model_copy(update=update)
         if simulator:
             # Its Batch API's files in our folder, removed with it (else a temporary folder
             # of the simulator's own would outlive every run).
@@ -114,7 +118,10 @@ def embedded_stack(
         )
         stack = EmbeddedStack(settings, app, session_factory(settings.database_url), started)
         yield stack
-        ok = not stack.failed
+        show_logs = stack.failed
+    except KeyboardInterrupt:
+        show_logs = False  # Ctrl-C: nothing failed, and the logs would bury the answer
+        raise
     finally:
         if simulator:  # the caller's environment as it was
             if previous_simulator is None:
@@ -123,7 +130,11 @@ def embedded_stack(
                 os.environ[SIMULATOR_URL] = previous_simulator
         for process in reversed(started):
             process.stop()
-        if not ok:
+        if private is not None and not any(p.name == "redis" for p in started):
+            # A shared Redis keeps nothing of ours: our queues were for this run only.
+            with contextlib.suppress(Exception):  # a Redis gone away has nothing to forget
+                forget_queues(private)
+        if show_logs:
             for process in started:
                 tail = process.log_tail()
                 if tail:
@@ -132,9 +143,45 @@ def embedded_stack(
         shutil.rmtree(log_dir, ignore_errors=True)
 
 
+def forget_queues(settings: Settings) -> None:
+    """Delete the deployment's queues (settings.queue and its lanes) from the broker, with
+    the binding tables kombu keeps for each (`_kombu.binding.<queue>` and, since kombu 5.7,
+    `_kombu.binding_permanent.<queue>`): 18 keys a run of the demo otherwise left behind;
+    and the deployment's own keys (jury.broker.keys).
+
+    Through kombu's own calls: a queue declared on a channel, then deleted, leaves neither
+    its lists nor its bindings (kombu.transport.redis.Channel._queue_bind adds the member to
+    both tables; _delete removes it from both and deletes the lists, and Redis drops a set
+    with no member left). Only for queues nobody else consumes: their messages go too."""
+    app = create_producer_app(settings)
+    with app.connection_for_write() as connection:
+        channel = connection.default_channel
+        for name in settings.all_queues:
+            queue = Queue(name, Exchange(name, type="direct"), routing_key=name)
+            bound = queue.bind(channel)
+            bound.declare()
+            bound.delete()
+    # And the deployment's own keys: its batch's mark, budget meter, workers' heartbeats.
+    broker = BrokerRedis.from_settings(settings)
+    try:
+        pattern = broker.key(redis_keys.deployment_pattern(settings.queue))
+        for key in broker.client.scan_iter(match=pattern, count=1000):
+            broker.client.delete(key)
+    finally:
+        broker.close()
+
+
 def run_demo(console: Console, batch_file: Path = DEMO_FILE) -> int:
     if not batch_file.exists():
         raise ConfigurationError(f"the demo batch {batch_file} is missing from this install")
+    try:
+        return _demo(console, batch_file)
+    except KeyboardInterrupt:
+        console.print("demo interrupted: every process it started is stopped", highlight=False)
+        return EXIT_INTERRUPTED
+
+
+def _demo(console: Console, batch_file: Path) -> int:
     with embedded_stack(console) as stack:
         source = load_batch(batch_file)
         batch_id = submit_batch(source, stack.sessions, stack.app)

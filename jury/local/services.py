@@ -217,7 +217,10 @@ def start_worker(
                 f"worker {node_name}",
                 poll=0.3,
             )
-        except ConfigurationError:
+        except BaseException:
+            # Whatever stopped the wait (a timeout, a broker refusing the ping, Ctrl-C), the
+            # worker started here must not outlive it: a demo whose broker refused its
+            # database left its worker running for good.
             managed.stop()
             raise
         if not managed.alive():

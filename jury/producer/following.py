@@ -262,4 +262,4 @@ def print_verdicts(sessions: Sessions, batch_id: str, console: Console) -> None:
     title = safe_text(f"{status.name} — verdicts")
     table, summary = verdict_table(records, judges, title, console)
     console.print(table)
-    print_summary(console, status, summary)
+    print_summary(console, status, summary, stored_samples(sessions, batch_id).cached)

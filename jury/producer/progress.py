@@ -8,6 +8,7 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from jury.results.formats import cached_note
 from jury.schemas.status import BatchStatus, StoredSamples
 
 # The rate is measured over the last this-many seconds: long enough to smooth the bursts in
@@ -73,6 +74,8 @@ class Progress:
     elapsed_s: float
     finished: bool
     error: str | None
+    # Judgments answered from the result cache (no call made, nothing spent).
+    cached: int = 0
     # Why the batch may not be moving (producer.diagnosis), while it is followed.
     warning: str | None = None
 
@@ -111,9 +114,11 @@ def measure(
     if stored is None:
         stored = StoredSamples(status.n_samples, status.n_failed_samples, status.cost_usd)
     done, total = stored.stored, status.n_samples_expected
-    if per_second is None and elapsed >= MIN_RATE_SPAN_S and done:
-        per_second = done / elapsed
     finished = status.status.finished
+    # A running batch's first second is too short to rate; a finished batch's average is
+    # exact however short it ran (a batch done in 0.4 s shows its rate, not `?`).
+    if per_second is None and done and (elapsed >= MIN_RATE_SPAN_S or (finished and elapsed)):
+        per_second = done / elapsed
     return Progress(
         batch_id=status.batch_id,
         name=status.name,
@@ -131,6 +136,7 @@ def measure(
         elapsed_s=elapsed,
         finished=finished,
         error=status.error,
+        cached=stored.cached,
     )
 
 
@@ -157,7 +163,7 @@ def describe(progress: Progress) -> str:
     eta = "done" if progress.finished else f"ETA {format_duration(progress.eta_s)}"
     return (
         f"{progress.done:,}/{progress.total:,} judgments ({progress.fraction:.0%}) · "
-        f"{progress.succeeded:,} ok, {progress.failed:,} failed · "
+        f"{progress.succeeded:,} ok, {progress.failed:,} failed{cached_note(progress.cached)} · "
         f"{progress.verdicts:,}/{progress.cells:,} verdicts · "
         f"{format_rate(progress.per_second)} · {eta} · ${progress.cost_usd:.4f}"
     )

@@ -35,6 +35,7 @@ PAIRWISE_CSV_COLUMNS = [
     "std_b",
     "majority_winner",
     "majority_agreement_pct",
+    "majority_tied_between",  # the winners sharing the top count, `A|B`, when no one has it
     "name_a",
     "name_b",
     "winner_name",
@@ -99,7 +100,7 @@ def record_row(
         row += [e.aggregated_score, e.within_model_std, e.n_failed] if e else ["", "", ""]
     if pairwise:
         outcome = verdict.pairwise.model_dump() if verdict.pairwise else {}
-        row += [outcome.get(column, "") for column in PAIRWISE_CSV_COLUMNS]
+        row += [_cell(outcome.get(column)) for column in PAIRWISE_CSV_COLUMNS]
     if labelled:
         row.append("" if verdict.human_label is None else verdict.human_label)
     if calibrated:
@@ -119,6 +120,13 @@ def record_row(
             else ["", "", ""]
         )
     return row
+
+
+def _cell(value: object) -> object:
+    """A pairwise part as one CSV cell: a list joined by `|`, nothing as empty."""
+    if value is None:
+        return ""
+    return "|".join(map(str, value)) if isinstance(value, list) else value
 
 
 def write_csv(

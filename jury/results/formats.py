@@ -25,10 +25,10 @@ from jury.results.pairwise import (
     standings_table,
     winner_cell,
 )
+from jury.results.pairwise_totals import PairwiseAccumulator
 from jury.results.terminal import safe_text
 from jury.results.trust_tables import print_trust
 from jury.schemas.output_sets import OutputRankings
-from jury.schemas.pairwise import PairwiseAccumulator
 from jury.schemas.results import Level, Verdict
 from jury.schemas.status import BatchStatus
 from jury.schemas.trust import TrustReport
@@ -272,7 +272,15 @@ def _verdict_table(
     return table, summary
 
 
-def print_summary(console: Console, status: BatchStatus, summary: Summary) -> None:
+def cached_note(cached: int) -> str:
+    """`, 12 from the cache` when judgments were answered from the result cache (so a re-run
+    costing $0 says why), else nothing."""
+    return f", {cached:,} from the cache" if cached else ""
+
+
+def print_summary(console: Console, status: BatchStatus, summary: Summary, cached: int = 0) -> None:
+    """What follows the verdict table: the agreement (and trust, pairwise, standings) tables
+    and the end-of-batch line; `cached` judgments were answered from the result cache."""
     if summary.n_records:
         print_agreement(console, summary.agreement())
     if summary.trust.n_labelled:  # unlabelled batches: `jury agreement` shows the rest
@@ -290,7 +298,8 @@ def print_summary(console: Console, status: BatchStatus, summary: Summary) -> No
             f"{summary.n_records} verdicts, {summary.n_passed} passed, {summary.n_failed} failed, ",
             (f"{summary.n_flagged} flagged for review", "red"),
             f"; consensus: {consensus or '—'}; {status.n_samples} samples "
-            f"({status.n_failed_samples} failed), cost ${status.cost_usd:.4f}",
+            f"({status.n_failed_samples} failed{cached_note(cached)}), "
+            f"cost ${status.cost_usd:.4f}",
         )
     )
     if status.adaptive:

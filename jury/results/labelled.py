@@ -11,10 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from jury.analysis.calibration import calibrate_scores
 from jury.schemas.batch import BatchConfig, Item
-from jury.schemas.calibration import Calibration, calibrate_scores
+from jury.schemas.calibration import Calibration
 from jury.schemas.results import Verdict
-from jury.stats.panel import side_by_side
+from jury.stats.panel import preference_side_by_side, side_by_side
 from jury.store.cells import iter_verdicts
 from jury.store.labels import item_labels
 from jury.store.repository import load_config
@@ -54,7 +55,14 @@ def with_aggregations(verdict: Verdict, config: BatchConfig) -> Verdict:
         if e.aggregated_score is not None
     }
     weights = {j.name: j.weight for j in config.judges}
-    return verdict.model_copy(update={"aggregations": side_by_side(scores, weights, methods)})
+    sides = verdict.pairwise.judge_scores if verdict.pairwise is not None else None
+    if sides is not None:
+        # A pairwise record's preference by each method is A − B of the method over each
+        # side, as its final_score is (not the method over the judges' preferences).
+        found = preference_side_by_side(sides, weights, methods)
+    else:
+        found = side_by_side(scores, weights, methods)
+    return verdict.model_copy(update={"aggregations": found})
 
 
 def read_records(

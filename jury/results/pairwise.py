@@ -12,17 +12,12 @@ from rich.text import Text
 
 from jury.results.html.sections import Moments, fmt_score
 from jury.results.html.svg_charts import Bar, histogram
+from jury.results.pairwise_totals import PairwiseAccumulator
 from jury.results.terminal import safe_text
 from jury.schemas.batch import Dimension
 from jury.schemas.identifiers import html_text
 from jury.schemas.output_sets import OutputRankings, OutputStanding, ranked
-from jury.schemas.pairwise import (
-    PairwiseAccumulator,
-    PairwiseSummary,
-    PairwiseTotals,
-    Winner,
-    winner_of,
-)
+from jury.schemas.pairwise import PairwiseSummary, PairwiseTotals, Winner, winner_of
 from jury.schemas.results import Verdict
 
 _WINNER_TEXT: dict[Winner, Text] = {

@@ -9,17 +9,14 @@ judge that tracks people closely counts more, read through the panel's own map: 
 map pulls its scores towards the labels' mean by as much as the judge is unreliable, and a
 mean of such scores would be pulled twice; the panel map, fitted to the judges' held-out
 calibrated scores, undoes that. Judges or dimensions the file does not know take no part.
+The file and the record part only: fitting and applying the maps is jury.analysis.calibration.
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable, Mapping
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
-
-from jury.stats.calibration import IsotonicFit, PlattFit, identity
 
 CalibrationMethod = Literal["identity", "isotonic", "platt"]
 
@@ -54,14 +51,6 @@ class FittedMap(_Frozen):
             raise ValueError("a Platt map needs its coefficients a and b")
         return self
 
-    def mapping(self, low: float, high: float) -> Callable[[float], float]:
-        if self.method == "isotonic":
-            return IsotonicFit(tuple(x for x, _ in self.points), tuple(y for _, y in self.points))
-        if self.method == "platt":
-            assert self.a is not None and self.b is not None
-            return PlattFit(self.a, self.b, low, high)
-        return identity
-
 
 class DimensionCalibration(_Frozen):
     low: float
@@ -93,28 +82,3 @@ class CalibratedScores(BaseModel):
     final_score: float | None  # None: no judge the file knows scored
     passed: bool | None
     judges: dict[str, float]  # each known judge's calibrated aggregated score
-
-
-def calibrate_scores(
-    calibration: Calibration, dimension: str, scores: Mapping[str, float], threshold: float
-) -> CalibratedScores | None:
-    """Calibrated scores of one record from its judges' raw aggregated scores; None when the
-    file does not know the dimension."""
-    fitted = calibration.dimensions.get(dimension)
-    if fitted is None:
-        return None
-    calibrated: dict[str, float] = {}
-    weights: dict[str, float] = {}
-    for judge, score in scores.items():
-        known = fitted.judges.get(judge)
-        if known is None or not math.isfinite(score):
-            continue
-        calibrated[judge] = known.mapping(fitted.low, fitted.high)(score)
-        weights[judge] = known.weight
-    if not calibrated:
-        return CalibratedScores(final_score=None, passed=None, judges={})
-    total = sum(weights.values())
-    final = math.fsum(calibrated[j] * weights[j] for j in calibrated) / total
-    if fitted.panel is not None:
-        final = fitted.panel.mapping(fitted.low, fitted.high)(final)
-    return CalibratedScores(final_score=final, passed=final >= threshold, judges=calibrated)

@@ -4,23 +4,19 @@ A pairwise batch compares two outputs of each item, `output_a` and `output_b`. E
 asks the judge twice, once with A shown first and once with B first, for a score of each
 output on the dimension's scale; the sample's score is the *preference for A*, the mean over
 both orders of score_a - score_b, so a judge that favours whatever it reads first cancels
-out. The winner comes from that preference (the verdict's final score) and a tie tolerance,
+out. The panel's preference (the verdict's final score) is the panel's score of A minus its
+score of B, each side aggregated on its own; the winner comes from it and a tie tolerance,
 never from a judge saying who won.
 
-Pure functions and pydantic models only: the worker computes outcomes with them and the
-producer totals them while records stream past.
+Settings and records only: the worker builds an outcome (jury.worker.judging.pairwise_verdict)
+and `jury results` totals them while records stream past (jury.results.pairwise_totals).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass, field
-from statistics import fmean
 from typing import Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
-
-from jury.schemas.pair_sides import SidePair, majority, side_spread
 
 Winner = Literal["A", "B", "tie"]
 DEFAULT_TIE_TOLERANCE = 0.5
@@ -106,7 +102,7 @@ class PairwiseOutcome(BaseModel):
 
     winner: Winner | None  # None: no judge produced a score
     preference: float | None  # the record's final_score: the panel's preference for A
-    score_a: float | None  # mean score of A over every successful judgment, both orders
+    score_a: float | None  # A's score: within_model per judge, then across_models (see above)
     score_b: float | None
     tie_tolerance: float
     n_judgments: int  # successful samples over all judges
@@ -117,76 +113,23 @@ class PairwiseOutcome(BaseModel):
     first_position_bias: float | None  # mean points gained by being shown first
     # Judgments shown in both orders: the ones position consistency and bias are read from.
     n_both_orders: int | None = None
-    # The LLM-judge evaluator's figures (schemas.pair_sides): each side's std over the
-    # judgments (score ± std), the judgments' most frequent winner and the share naming it.
+    # The LLM-judge evaluator's figures: each side's std over the judgments (score ± std),
+    # the judgments' most frequent winner and the share naming it. When several winners are
+    # named equally often (2 × A, 2 × B, 1 × tie) the majority is `tie`, the ones sharing the
+    # top count are in majority_tied_between, and the share is the top count's (40 %).
     std_a: float | None = None
     std_b: float | None = None
     majority_winner: Winner | None = None
     n_majority: int | None = None
     majority_agreement_pct: float | None = None
+    majority_tied_between: list[Winner] | None = None
+    # Each judge's (A, B) scores, within_model over its judgments: score_a and score_b are the
+    # batch's across_models of these, and the judge's aggregated_score is their difference.
+    judge_scores: dict[str, tuple[float, float]] | None = None
     # With `pairwise.names`: the sides' names and the winner's (`tie` for a tie).
     name_a: str | None = None
     name_b: str | None = None
     winner_name: str | None = None
-
-
-def _pct(part: int, whole: int) -> float | None:
-    return round(100.0 * part / whole, 2) if whole else None
-
-
-def side_pair(judgment: PairJudgment) -> SidePair:
-    """A judgment's score of A and of B, each the mean over the orders shown."""
-    return fmean(judgment.scores_a), fmean(judgment.scores_b)
-
-
-def pairwise_outcome(
-    preference: float | None,
-    judgments: Iterable[PairJudgment],
-    tie_tolerance: float,
-    *,
-    sides: tuple[float | None, float | None] | None = None,
-    names: tuple[str, str] | None = None,
-) -> PairwiseOutcome:
-    """The outcome of one (item, dimension) from its panel preference and its judgments.
-    `sides`: A's and B's score from the same aggregate as the preference (side_scores);
-    without it, their means over every judgment."""
-    kept = list(judgments)
-    winner = None if preference is None else winner_of(preference, tie_tolerance)
-    agreeing = sum(winner_of(j.preference, tie_tolerance) == winner for j in kept)
-    both = [j for j in kept if j.both_orders]
-    consistent = sum(
-        len({winner_of(order, tie_tolerance) for order in j.order_preferences}) == 1 for j in both
-    )
-    advantages = [a for a in (j.first_position_advantage for j in both) if a is not None]
-    scores_a = [s for j in kept for s in j.scores_a]
-    scores_b = [s for j in kept for s in j.scores_b]
-    if sides is None:
-        sides = (fmean(scores_a) if scores_a else None, fmean(scores_b) if scores_b else None)
-    std_a, std_b = side_spread([side_pair(j) for j in kept])
-    top, n_top = majority([winner_of(j.preference, tie_tolerance) for j in kept])
-    named = {"A": names[0], "B": names[1], "tie": "tie"} if names else {}
-    return PairwiseOutcome(
-        winner=winner,
-        preference=preference,
-        score_a=sides[0],
-        score_b=sides[1],
-        tie_tolerance=tie_tolerance,
-        n_judgments=len(kept),
-        n_agreeing=agreeing,
-        agreement_pct=_pct(agreeing, len(kept)),
-        n_position_consistent=consistent,
-        position_consistency_pct=_pct(consistent, len(both)),
-        first_position_bias=sum(advantages) / len(advantages) if advantages else None,
-        n_both_orders=len(both),
-        std_a=std_a,
-        std_b=std_b,
-        majority_winner=top,
-        n_majority=n_top,
-        majority_agreement_pct=_pct(n_top, len(kept)),
-        name_a=names[0] if names else None,
-        name_b=names[1] if names else None,
-        winner_name=named.get(winner) if winner else None,
-    )
 
 
 class PairwiseTotals(BaseModel):
@@ -212,69 +155,3 @@ class PairwiseTotals(BaseModel):
 class PairwiseSummary(BaseModel):
     overall: PairwiseTotals
     dimensions: dict[str, PairwiseTotals]
-
-
-@dataclass
-class _Tally:
-    winners: dict[str, int] = field(default_factory=lambda: {"A": 0, "B": 0, "tie": 0, "-": 0})
-    judgments: int = 0
-    both_orders: int = 0
-    agreeing: int = 0
-    consistent: int = 0
-    advantage_total: float = 0.0
-    majority: int = 0
-
-    def add(self, outcome: PairwiseOutcome) -> None:
-        self.winners[outcome.winner or "-"] += 1
-        self.majority += outcome.n_majority or 0
-        self.judgments += outcome.n_judgments
-        both = outcome.n_judgments if outcome.n_both_orders is None else outcome.n_both_orders
-        self.both_orders += both
-        self.agreeing += outcome.n_agreeing
-        self.consistent += outcome.n_position_consistent
-        if outcome.first_position_bias is not None:
-            self.advantage_total += outcome.first_position_bias * both
-
-    def totals(self) -> PairwiseTotals:
-        wins_a, wins_b, ties = self.winners["A"], self.winners["B"], self.winners["tie"]
-        decided = wins_a + wins_b + ties
-        return PairwiseTotals(
-            n_records=decided + self.winners["-"],
-            wins_a=wins_a,
-            wins_b=wins_b,
-            ties=ties,
-            undecided=self.winners["-"],
-            win_rate_a=round((wins_a + ties / 2) / decided, 4) if decided else None,
-            wins_a_pct=_pct(wins_a, decided),
-            wins_b_pct=_pct(wins_b, decided),
-            ties_pct=_pct(ties, decided),
-            majority_agreement_pct=_pct(self.majority, self.judgments),
-            n_judgments=self.judgments,
-            agreement_pct=_pct(self.agreeing, self.judgments),
-            position_consistency_pct=_pct(self.consistent, self.both_orders),
-            first_position_bias=(
-                round(self.advantage_total / self.both_orders, 4) if self.both_orders else None
-            ),
-        )
-
-
-@dataclass
-class PairwiseAccumulator:
-    """Totals per dimension and overall, built while records stream past."""
-
-    overall: _Tally = field(default_factory=_Tally)
-    dimensions: dict[str, _Tally] = field(default_factory=dict)
-
-    def add(self, criterion: str, outcome: PairwiseOutcome) -> None:
-        self.overall.add(outcome)
-        self.dimensions.setdefault(criterion, _Tally()).add(outcome)
-
-    @property
-    def empty(self) -> bool:
-        return not self.dimensions
-
-    def report(self) -> PairwiseSummary:
-        return PairwiseSummary(
-            overall=self.overall.totals(),
-            dimensions={name: tally.totals() for name, tally in self.dimensions.items()},
-        )

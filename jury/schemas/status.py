@@ -72,3 +72,4 @@ class StoredSamples:
     stored: int
     failed: int
     cost_usd: float
+    cached: int = 0  # answered from the result cache: no judge call made, nothing spent

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
+from jury.errors import ctrl_c_ends_quietly
 from jury.simulator.config import parse_config
 from jury.simulator.server import run
 
@@ -19,4 +20,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         pass
+    finally:  # stopped: a Ctrl-C while Python exits ends it without a traceback
+        ctrl_c_ends_quietly()
     return 0

@@ -205,8 +205,10 @@ def _formats(text: str) -> tuple[str, ...]:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m simulator",
-        description="OpenAI-compatible fake judge server with personas, latency and faults.",
+        # How it is run: `jury simulate` (which runs `python -m jury.simulator`, the same).
+        prog="jury simulate",
+        description="OpenAI-compatible fake judge server with personas, latency and faults "
+        "(also `python -m jury.simulator`).",
     )
     add = parser.add_argument
     add("--host", default="127.0.0.1", help="interface to listen on (default 127.0.0.1)")

@@ -6,7 +6,6 @@ import asyncio
 import contextlib
 import json
 import os
-import random
 import signal
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -25,6 +24,7 @@ from jury.simulator.answers import (
 )
 from jury.simulator.batches import BATCHES_KEY, add_batch_routes, batch_stats, count_api_calls
 from jury.simulator.config import SimulatorConfig
+from jury.simulator.draws import Draws, request_key
 from jury.simulator.faults import plan_faults
 from jury.simulator.hostile import HOSTILE_REASONING, hostile_body, huge_answer, send_body
 from jury.simulator.limits import SlidingWindowLimiter, rate_headers
@@ -46,16 +46,17 @@ class SimulatorState:
     config: SimulatorConfig
     limiter: SlidingWindowLimiter = field(init=False)
     stats: AnswerStats = field(default_factory=AnswerStats)
-    # Two streams, so that turning faults on does not change the scores' noise draws.
-    score_rng: random.Random = field(init=False)
-    chaos_rng: random.Random = field(init=False)
+    # Two streams, so that turning faults on does not change the scores' noise draws; each
+    # a function of the request and not of the order requests arrive in (simulator.draws).
+    score_draws: Draws = field(init=False)
+    chaos_draws: Draws = field(init=False)
     # A scripted judge's answers so far, per (model, criterion).
     scripted: dict[tuple[str, str], int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.limiter = SlidingWindowLimiter(window_s=self.config.rate_window_s)
-        self.score_rng = random.Random(self.config.seed)
-        self.chaos_rng = random.Random(f"chaos:{self.config.seed}")
+        self.score_draws = Draws(self.config.seed, "score")
+        self.chaos_draws = Draws(self.config.seed, "chaos")
 
 
 STATE_KEY = web.AppKey("simulator_state", SimulatorState)
@@ -168,7 +169,9 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
         asked = messages_text(body.get("messages"))
         return _answer(state, model, 200, chat_completion(model, written, asked))
 
-    plan = plan_faults(config, state.chaos_rng)
+    key = request_key(model, completion.prompt_text, completion.temperature)
+    chaos = state.chaos_draws.next(key)
+    plan = plan_faults(config, chaos)
     if plan.latency_s > 0:
         await asyncio.sleep(plan.latency_s)
     if plan.hang_s is not None:
@@ -180,14 +183,14 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
 
     if plan.garbage:
         state.stats.record_event(model, GARBAGE)
-        content = state.chaos_rng.choice(GARBAGE_ANSWERS)
+        content = chaos.choice(GARBAGE_ANSWERS)
     elif isinstance(completion.prompt, ModePrompt):  # combined or pairwise: always JSON
         content = answer_mode_prompt(
             persona,
             completion.prompt,
             seed=config.seed,
             temperature=completion.temperature,
-            rng=state.score_rng,
+            rng=state.score_draws.next(key),
             t0_noise=config.t0_noise_for(model, persona.name),
             group=bias_group(model),
             group_error=config.group_error,
@@ -210,12 +213,12 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
                 low=prompt.low,
                 high=prompt.high,
                 temperature=completion.temperature,
-                rng=state.score_rng,
+                rng=state.score_draws.next(key),
                 t0_noise=config.t0_noise_for(model, persona.name),
                 group=bias_group(model),
                 group_error=config.group_error,
             )
-        fmt = "json" if completion.json_required else state.chaos_rng.choice(config.formats)
+        fmt = "json" if completion.json_required else chaos.choice(config.formats)
         hostile = config.hostile_for(model, persona.name)
         reasoning = reasoning_for(score, prompt.low, prompt.high)
         if "markup-reasoning" in hostile:
@@ -245,7 +248,7 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
         return _answer(state, model, 200, payload, quota)
     state.stats.record_status(model, 200)
     trickle_ms = config.trickle_ms if "trickle" in hostile else None
-    return await send_body(request, hostile_body(hostile, payload, state.chaos_rng), trickle_ms)
+    return await send_body(request, hostile_body(hostile, payload, chaos), trickle_ms)
 
 
 async def list_models(request: web.Request) -> web.Response:

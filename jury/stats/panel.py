@@ -1,6 +1,11 @@
 """Combining the judges' scores of one cell into the panel's: the one registry of
 cross-judge methods, used by the worker for `final_score` and when records are read for the
-side-by-side `aggregations` (uqlm's avg, max, min and median columns). Stdlib only."""
+side-by-side `aggregations` (uqlm's avg, max, min and median columns). Stdlib only.
+
+A pairwise cell has two scores per judge, one per side: each side is combined on its own by
+the same method (`across_sides`) and the panel's preference for A is their difference, so a
+record's winner always follows from the side scores it shows, for every method, and swapping
+the sides mirrors it exactly."""
 
 from __future__ import annotations
 
@@ -48,3 +53,34 @@ def side_by_side(
 ) -> dict[str, float | None]:
     """The panel's score by each of `methods`, in their order."""
     return {method: across_models(scores, weights, method) for method in methods}
+
+
+SideScores = tuple[float, float]  # a judge's (or the panel's) score of side A and of side B
+
+
+def across_sides(
+    sides: Mapping[str, SideScores], weights: Mapping[str, float], method: str = "mean"
+) -> SideScores | None:
+    """The panel's score of each side, A's from the judges' A scores and B's from their B
+    scores, by the same `method`; None when no judge scored. With a linear method (means)
+    A − B equals the method applied to the judges' A − B; with max, min, median or the robust
+    ones it need not (each side's most optimistic judge may differ), which is why the panel's
+    preference is taken as A − B of these and never as the method over preferences."""
+    if not sides:
+        return None
+    score_a = across_models({j: s[0] for j, s in sides.items()}, weights, method)
+    score_b = across_models({j: s[1] for j, s in sides.items()}, weights, method)
+    assert score_a is not None and score_b is not None
+    return score_a, score_b
+
+
+def preference_side_by_side(
+    sides: Mapping[str, SideScores], weights: Mapping[str, float], methods: Sequence[str]
+) -> dict[str, float | None]:
+    """A pairwise record's `aggregations`: the panel's preference for A by each of `methods`,
+    each A − B of `across_sides` (so the main method's is the record's final_score)."""
+    found: dict[str, float | None] = {}
+    for method in methods:
+        panel = across_sides(sides, weights, method)
+        found[method] = None if panel is None else panel[0] - panel[1]
+    return found

@@ -19,14 +19,15 @@ from jury.store.sql import Sessions
 
 def stored_samples(sessions: Sessions, batch_id: str) -> StoredSamples:
     with sessions() as session:
-        stored, failed, cost = session.execute(
+        stored, failed, cost, cached = session.execute(
             select(
                 func.count(),
                 func.coalesce(func.sum(case((SampleRow.score.is_(None), 1), else_=0)), 0),
                 func.coalesce(func.sum(SampleRow.cost_usd), 0.0),
+                func.coalesce(func.sum(case((SampleRow.cached, 1), else_=0)), 0),
             ).where(SampleRow.batch_id == batch_id)
         ).one()
-    return StoredSamples(int(stored), int(failed), float(cost))
+    return StoredSamples(int(stored), int(failed), float(cost), int(cached))
 
 
 def recent_batches(sessions: Sessions, limit: int = 20) -> list[BatchStatus]:

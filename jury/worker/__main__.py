@@ -7,7 +7,7 @@ import os
 import sys
 
 from jury._version import version_line
-from jury.errors import JuryError
+from jury.errors import EXIT_INTERRUPTED, JuryError, ctrl_c_ends_quietly
 from jury.settings import ENGINE_POOL, Settings
 
 # How long a thread keeps the GIL before another that waits for it may take it. A worker's
@@ -57,9 +57,17 @@ def main(argv: list[str]) -> int:
         "--without-gossip",
         "--without-mingle",
     ]
-    app.worker_main(defaults + argv)  # options given later override the defaults
+    try:
+        app.worker_main(defaults + argv)  # options given later override the defaults
+    finally:  # stopped: a Ctrl-C during LiteLLM's exit callbacks ends it without a traceback
+        ctrl_c_ends_quietly()
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    try:
+        code = main(sys.argv[1:])
+    except KeyboardInterrupt:  # Ctrl-C while it starts (importing LiteLLM takes seconds)
+        ctrl_c_ends_quietly()
+        code = EXIT_INTERRUPTED
+    sys.exit(code)

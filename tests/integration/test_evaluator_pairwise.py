@@ -75,8 +75,11 @@ def test_evaluator_figures_per_prompt_and_in_total(
         # The evaluator's agreement: the share of runs naming the most frequent winner.
         run_winners = Counter(winner_of(x - y, 0.01) for x, y in zip(a, b, strict=True))
         (top, n_top), *rest = run_winners.most_common()
-        if rest and rest[0][1] == n_top:
-            top, n_top = "tie", run_winners["tie"]
+        if rest and rest[0][1] == n_top:  # no single most frequent winner: a tie between them
+            assert outcome["majority_tied_between"] == sorted(
+                (w for w, n in run_winners.items() if n == n_top), key="ABtie".index
+            )
+            top = "tie"
         assert outcome["majority_winner"] == top and outcome["n_majority"] == n_top
         assert outcome["majority_agreement_pct"] == pytest.approx(100 * n_top / 5)
         assert outcome["agreement_pct"] == pytest.approx(100 * run_winners[outcome["winner"]] / 5)

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+import redis
 
 from tests.conftest import ROOT
 
@@ -164,6 +165,12 @@ def test_installed_wheel_runs_the_demo_where_the_folder_holds_hijackers(
     # The demo's worker is named, and its simulator's ready-file is named, after its pid.
     assert _processes_mentioning(f"jury-demo-{demo.pid}") == []
     assert _processes_mentioning(f"simulator-{demo.pid}-") == []
+    # Nor a key of its private queues (each run left 18 `_kombu.binding*.jury-demo-…`), nor
+    # of its deployment (its batch's mark and meter, its worker's heartbeat and locks).
+    client = redis.Redis.from_url(redis_url, decode_responses=True)
+    leftover = [str(key) for key in client.keys(f"*jury-demo-{demo.pid}*")]
+    client.close()
+    assert leftover == []
     version = subprocess.run(
         [str(env_dir / "bin" / "jury"), "--version"],
         env=env,

@@ -10,8 +10,10 @@ import secrets
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
 from bench.common import simulator_stats
+from jury.cli.main import jury
 from jury.local.services import ManagedProcess
 from jury.schemas.batch import Judge
 from jury.schemas.pairwise import PairJudgment
@@ -117,6 +119,13 @@ def test_a_rerun_makes_no_judge_call_and_stores_the_same_records(
 
     assert batch_status(sessions, first).cost_usd > 0
     assert batch_status(sessions, second).cost_usd == 0
+    # The re-run says where its answers came from: `jury status` and the end-of-batch line.
+    told = f"{CELLS * 3} from the cache"
+    for command in ("status", "results"):
+        shown = CliRunner().invoke(jury, [command, second], env=settings.to_env()).output
+        assert told in " ".join(shown.split()), shown
+        first_shown = CliRunner().invoke(jury, [command, first], env=settings.to_env()).output
+        assert "from the cache" not in first_shown
     for item in ITEMS:
         for dimension in ("relevance", "tone"):
             for batch_id, cached in ((first, False), (second, True)):

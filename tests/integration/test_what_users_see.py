@@ -181,7 +181,11 @@ def test_list_show_and_samples(
 
     unknown = runner.invoke(cli, ["show", batch_id, "nope"], env=env)
     assert unknown.exit_code == 2 and "has no item 'nope'" in unknown.output
-    table = runner.invoke(cli, ["results", batch_id, "--samples"], env=env)
+    # Without --format, --samples writes csv (its default table format does not apply).
+    plain = runner.invoke(cli, ["results", batch_id, "--samples"], env=env)
+    assert plain.exit_code == 0, plain.output
+    assert len(list(csv.DictReader(io.StringIO(plain.output)))) == total
+    table = runner.invoke(cli, ["results", batch_id, "--samples", "--format", "table"], env=env)
     assert table.exit_code == 2 and "json, jsonl or csv" in table.output
 
 

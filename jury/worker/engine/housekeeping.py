@@ -77,7 +77,8 @@ class Housekeeper(threading.Thread):
 
     def stop(self) -> None:
         self.stopped.set()
-        self.join(5)
+        if self.ident is not None:  # a worker stopped while starting never started it
+            self.join(5)
         if self.liveness is not None:
             try:
                 self.liveness.leave()

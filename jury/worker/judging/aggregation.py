@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from jury.schemas.batch import Aggregation, Dimension, Judge
 from jury.schemas.judge_prompts import PassVote, pass_vote
+from jury.schemas.pairwise import PairwiseOutcome
 from jury.schemas.results import ConsensusMetrics, JudgeEvaluation, Level, SampleResult, Verdict
 from jury.stats.panel import across_models
 
@@ -112,14 +113,40 @@ def unique_samples(samples: Sequence[SampleResult]) -> dict[tuple[str, int], Sam
     return chosen
 
 
-def build_verdict(
-    item_id: str,
-    dimension: Dimension,
-    panel: Sequence[Judge],
-    samples: Sequence[SampleResult],
-    aggregation: Aggregation,
-) -> Verdict:
-    """The result record of one (item, dimension) from its raw samples."""
+@dataclass(frozen=True)
+class JudgeScores:
+    """Stage 1 of a cell: each judge's evaluation of its samples, and why a judge fell short
+    (a failed or missing sample, no score at all)."""
+
+    evaluations: dict[str, JudgeEvaluation]
+    reasons: list[str]
+
+    @property
+    def scored(self) -> dict[str, float]:
+        """The judges that produced a score, with it."""
+        return {
+            name: e.aggregated_score
+            for name, e in self.evaluations.items()
+            if e.aggregated_score is not None
+        }
+
+
+def _shortfall(judge: Judge, failed: Sequence[SampleResult], missing: int, scored: bool) -> str:
+    """Why a judge's evaluation rests on fewer samples than asked."""
+    if not scored:
+        why = failed[-1].error if failed else "no sample arrived"
+        return f"judge {judge.name} produced no score ({why})"
+    kinds = sorted({s.error_kind or "error" for s in failed} | ({"missing"} if missing else set()))
+    return (
+        f"judge {judge.name}: {len(failed) + missing} of {judge.n} samples failed "
+        f"({', '.join(kinds)})"
+    )
+
+
+def evaluate_judges(
+    panel: Sequence[Judge], samples: Sequence[SampleResult], within_model: str
+) -> JudgeScores:
+    """Each judge's samples of one cell aggregated within the model (stage 1)."""
     cells = unique_samples(samples)
     evaluations: dict[str, JudgeEvaluation] = {}
     reasons: list[str] = []
@@ -128,69 +155,31 @@ def build_verdict(
         scores = [s.score for s in mine if s is not None and s.score is not None]
         missing = sum(s is None for s in mine)
         failed = [s for s in mine if s is not None and not s.ok]
-        evaluation = aggregate_within_model(
-            scores, n_failed=len(failed) + missing, method=aggregation.within_model
+        evaluations[judge.name] = aggregate_within_model(
+            scores, n_failed=len(failed) + missing, method=within_model
         )
-        evaluations[judge.name] = evaluation
-        if not scores:
-            why = failed[-1].error if failed else "no sample arrived"
-            reasons.append(f"judge {judge.name} produced no score ({why})")
-        elif failed or missing:
-            kinds = sorted(
-                {s.error_kind or "error" for s in failed} | ({"missing"} if missing else set())
-            )
-            reasons.append(
-                f"judge {judge.name}: {len(failed) + missing} of {judge.n} samples failed "
-                f"({', '.join(kinds)})"
-            )
+        if not scores or failed or missing:
+            reasons.append(_shortfall(judge, failed, missing, bool(scores)))
+    return JudgeScores(evaluations, reasons)
 
-    scored = {
-        name: e.aggregated_score
-        for name, e in evaluations.items()
-        if e.aggregated_score is not None
-    }
-    weights = {j.name: j.weight for j in panel}
-    final = aggregate_across_models(scored, weights, aggregation.across_models)
-    threshold = dimension.resolved_threshold
-    if final is None:
-        metrics = ConsensusMetrics(
-            final_score=None,
-            cross_model_std=None,
-            consensus_level=None,
-            confidence=Level.LOW,
-            flag_for_review=True,
-        )
-        return Verdict(
-            item_id=item_id,
-            criterion_id=dimension.name,
-            llm_evaluations=evaluations,
-            consensus_metrics=metrics,
-            passed=None,
-            threshold=threshold,
-            error="no judge produced a score: " + "; ".join(reasons),
-            flag_reasons=reasons,
-        )
 
+def consensus_metrics(
+    judged: JudgeScores,
+    final: float,
+    panel_size: int,
+    aggregation: Aggregation,
+    tied_vote: bool = False,
+) -> tuple[ConsensusMetrics, list[str]]:
+    """How far the judges agree on a scored cell and how far to trust its final score (stage
+    2 around the final score), with the low-consensus reason to flag it (none, or one)."""
+    scored = judged.scored
     cross_std = sample_std(list(scored.values())) or 0.0
     consensus = consensus_level(cross_std, aggregation.consensus_threshold)
-    if consensus == Level.LOW and aggregation.flag_low_consensus:
-        reasons.insert(
-            0,
-            f"low consensus: cross-model std {cross_std:.2f} > {aggregation.consensus_threshold:g}",
-        )
-    passed = final >= threshold
-    vote_tied = False
-    if aggregation.across_models == "majority_vote":
-        vote = majority_vote(scored, weights, threshold)
-        passed, vote_tied = vote.passed, vote.tied
-        if vote_tied:
-            reasons.append(
-                f"pass/fail vote tied ({vote.pass_weight:g} pass, {vote.fail_weight:g} fail)"
-            )
-    within = [e.within_model_std for e in evaluations.values() if e.within_model_std is not None]
+    low = consensus == Level.LOW and aggregation.flag_low_consensus
+    evaluations = judged.evaluations.values()
+    within = [e.within_model_std for e in evaluations if e.within_model_std is not None]
     noisy = bool(within) and statistics.fmean(within) > aggregation.consensus_threshold
-    degraded = any(e.n_failed for e in evaluations.values())
-    dropped_judge = len(scored) < len(panel)
+    degraded = any(e.n_failed for e in evaluations)
     metrics = ConsensusMetrics(
         final_score=final,
         cross_model_std=cross_std,
@@ -198,20 +187,89 @@ def build_verdict(
         confidence=confidence_level(consensus, len(scored), degraded, noisy),
         # Degraded records (a failed sample, a dropped judge), a tied vote and low consensus go
         # to review.
-        flag_for_review=degraded
-        or dropped_judge
-        or vote_tied
-        or (consensus == Level.LOW and aggregation.flag_low_consensus),
+        flag_for_review=degraded or len(scored) < panel_size or tied_vote or low,
     )
+    reasons = (
+        [f"low consensus: cross-model std {cross_std:.2f} > {aggregation.consensus_threshold:g}"]
+        if low
+        else []
+    )
+    return metrics, reasons
+
+
+def pass_decision(
+    judged: JudgeScores, final: float, weights: dict[str, float], threshold: float, method: str
+) -> tuple[bool, str | None]:
+    """Whether the cell passes: its final score against the threshold, or with
+    `majority_vote` the judges' weighted votes; and why it is flagged if the vote tied."""
+    if method != "majority_vote":
+        return final >= threshold, None
+    vote = majority_vote(judged.scored, weights, threshold)
+    if not vote.tied:
+        return vote.passed, None
+    return (
+        vote.passed,
+        f"pass/fail vote tied ({vote.pass_weight:g} pass, {vote.fail_weight:g} fail)",
+    )
+
+
+def cell_record(
+    item_id: str,
+    dimension: Dimension,
+    judged: JudgeScores,
+    metrics: ConsensusMetrics,
+    passed: bool | None,
+    flag_reasons: list[str],
+    error: str | None = None,
+    pairwise: PairwiseOutcome | None = None,
+) -> Verdict:
+    """The verdict record of one cell from its parts."""
     return Verdict(
         item_id=item_id,
         criterion_id=dimension.name,
-        llm_evaluations=evaluations,
+        llm_evaluations=judged.evaluations,
         consensus_metrics=metrics,
         passed=passed,
-        threshold=threshold,
-        flag_reasons=reasons,
+        threshold=dimension.resolved_threshold,
+        error=error,
+        flag_reasons=flag_reasons,
+        pairwise=pairwise,
     )
+
+
+def unscored_verdict(item_id: str, dimension: Dimension, judged: JudgeScores) -> Verdict:
+    """The record of a cell no judge scored: an error, flagged for review."""
+    metrics = ConsensusMetrics(
+        final_score=None,
+        cross_model_std=None,
+        consensus_level=None,
+        confidence=Level.LOW,
+        flag_for_review=True,
+    )
+    error = "no judge produced a score: " + "; ".join(judged.reasons)
+    return cell_record(item_id, dimension, judged, metrics, None, list(judged.reasons), error)
+
+
+def build_verdict(
+    item_id: str,
+    dimension: Dimension,
+    panel: Sequence[Judge],
+    samples: Sequence[SampleResult],
+    aggregation: Aggregation,
+) -> Verdict:
+    """The result record of one (item, dimension) from its raw samples."""
+    judged = evaluate_judges(panel, samples, aggregation.within_model)
+    weights = {j.name: j.weight for j in panel}
+    final = aggregate_across_models(judged.scored, weights, aggregation.across_models)
+    if final is None:
+        return unscored_verdict(item_id, dimension, judged)
+    threshold = dimension.resolved_threshold
+    passed, tie = pass_decision(judged, final, weights, threshold, aggregation.across_models)
+    metrics, low_consensus = consensus_metrics(
+        judged, final, len(panel), aggregation, tied_vote=tie is not None
+    )
+    reasons = [*low_consensus, *judged.reasons, *([tie] if tie else [])]
+    return cell_record(item_id, dimension, judged, metrics, passed, reasons)
 
 
 def cell_pass_vote(panel: Sequence[Judge], samples: Sequence[SampleResult]) -> PassVote:

@@ -19,14 +19,13 @@ from jury.schemas.adaptive import escalation, first_round_panel, is_uncertain
 from jury.schemas.batch import BatchConfig, Judge
 from jury.schemas.calls import task_refs
 from jury.schemas.output_sets import pair_names
-from jury.schemas.pair_sides import SidePair, side_scores
-from jury.schemas.pairwise import pairwise_outcome, side_pair
 from jury.schemas.results import SampleResult, Verdict
 from jury.schemas.tasks import CellRef, SampleRef
 from jury.store.cells import CellVerdict, save_cells
 from jury.store.escalations import is_escalated, mark_escalated
 from jury.store.samples import pair_judgments, samples_of_cells
 from jury.worker.judging.aggregation import build_verdict, cell_pass_vote
+from jury.worker.judging.pairwise_verdict import build_pairwise_verdict
 from jury.worker.runtime import WorkerRuntime
 
 log = logging.getLogger("jury.worker")
@@ -127,36 +126,22 @@ def _verdict(
         raise CellIncomplete(cell, missing)
     kept = [samples[key] for key in expected]
     dimension = config.dimension(cell.dimension)
-    verdict = build_verdict(cell.item_id, dimension, panel, kept, config.aggregation)
-    if config.pass_vote:
-        verdict = verdict.model_copy(update={"pass_vote": cell_pass_vote(panel, kept)})
-    if config.pairwise is not None:
-        # A comparison has a winner, not a pass mark: `passed` is null.
-        details = pair_judgments(runtime.sessions, cell)
-        judged = [
-            (s.judge, details[(s.judge, s.sample)])
-            for s in kept
-            if s.ok and (s.judge, s.sample) in details
-        ]
-        by_judge: dict[str, list[SidePair]] = {}
-        for judge, judgment in judged:
-            by_judge.setdefault(judge, []).append(side_pair(judgment))
-        aggregation = config.aggregation
-        sides = side_scores(
-            by_judge,
-            aggregation.within_model,
-            aggregation.across_models,
-            {j.name: j.weight for j in panel},
-        )
-        outcome = pairwise_outcome(
-            verdict.consensus_metrics.final_score,
-            [judgment for _, judgment in judged],
+    if config.pairwise is None:
+        verdict = build_verdict(cell.item_id, dimension, panel, kept, config.aggregation)
+    else:
+        verdict = build_pairwise_verdict(
+            cell.item_id,
+            dimension,
+            panel,
+            kept,
+            pair_judgments(runtime.sessions, cell),
+            config.aggregation,
             config.pairwise.tie_tolerance,
-            sides=sides,
             # An item's `outputs` compared pair by pair: its pair item's id names the sides.
             names=pair_names(cell.item_id) or config.pairwise.names,
         )
-        verdict = verdict.model_copy(update={"passed": None, "pairwise": outcome})
+    if config.pass_vote:
+        verdict = verdict.model_copy(update={"pass_vote": cell_pass_vote(panel, kept)})
     dimension_position = [d.name for d in config.dimensions].index(cell.dimension)
     return CellVerdict(cell, kept, verdict, (-1, dimension_position))
 

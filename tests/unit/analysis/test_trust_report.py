@@ -10,11 +10,11 @@ import statistics
 
 import pytest
 
-from jury.analysis.calibration import fit_calibration, fold_of
+from jury.analysis.calibration import calibrate_scores, fit_calibration, fold_of
 from jury.analysis.trust import trust_report
 from jury.results.labelled import with_trust_parts
 from jury.schemas.batch import Item
-from jury.schemas.calibration import Calibration, calibrate_scores
+from jury.schemas.calibration import Calibration
 from jury.schemas.pairwise import PairwiseOutcome
 from jury.schemas.results import Verdict
 from jury.schemas.trust_records import TrustRecords

@@ -156,3 +156,26 @@ def test_parquet_without_pyarrow_names_the_extra(
     monkeypatch.setitem(sys.modules, "pyarrow.parquet", None)  # import fails as if missing
     message = refused(batch(tmp_path, {"path": "answers.parquet", "fields": MAPPING}))
     assert "pip install 'jury-panel[parquet]'" in message and "answers.parquet" in message
+
+
+def test_the_csv_example_of_the_batch_file_page_loads_as_written(tmp_path: Path) -> None:
+    """docs/batch-file.md "Items files": its CSV and its `items:` line, as written."""
+    from tests.conftest import ROOT
+
+    page = (ROOT / "docs" / "batch-file.md").read_text()
+    section = page.split("### Items files", 1)[1].split("\n### ", 1)[0]
+    csv_text = section.split("```csv\n", 1)[1].split("```", 1)[0]
+    items_line = section.split("```yaml\n", 1)[1].split("```", 1)[0].strip()
+    (tmp_path / "answers.csv").write_text(csv_text)
+    path = tmp_path / "batch.yaml"
+    path.write_text(f"judges: [openai/x]\ndimensions: [relevance]\n{items_line}\n")
+    assert loaded(path) == [
+        ("q1", "How do I reset my password?", "Use 'Forgot password' on the sign-in page."),
+        ("q2", "Can I change my plan?", "Yes: Settings → Plan."),
+    ]
+    # Without `fields` its own column names are not item fields: refused, naming them.
+    path.write_text("judges: [openai/x]\ndimensions: [relevance]\nitems: answers.csv\n")
+    with pytest.raises(
+        BatchFileError, match="the columns qid, question, answer, team are not item"
+    ):
+        load_batch(path)

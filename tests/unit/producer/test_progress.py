@@ -100,6 +100,29 @@ def test_a_finished_batch_has_no_eta_and_stops_its_clock() -> None:
     assert progress.eta_s is None and progress.finished and progress.fraction == 1.0
 
 
+def test_a_batch_finished_within_a_second_shows_its_average_rate() -> None:
+    done = status(
+        status=BatchState.COMPLETED,
+        n_samples=120,
+        n_verdicts=20,
+        finished_at=START + timedelta(milliseconds=400),
+    )
+    progress = measure(done, START + timedelta(seconds=3))
+    assert progress.per_second == pytest.approx(300.0)  # 120 judgments in 0.4 s
+    assert "300 judgments/s" in describe(progress)
+    # Still running after 0.4 s: too early to rate.
+    assert measure(status(), START + timedelta(milliseconds=400)).per_second is None
+
+
+def test_judgments_from_the_cache_are_told() -> None:
+    stored = StoredSamples(stored=120, failed=0, cost_usd=0.0, cached=120)
+    done = status(status=BatchState.COMPLETED, n_samples=120, finished_at=START)
+    progress = measure(done, START, stored=stored)
+    assert progress.cached == 120 and progress.as_dict()["cached"] == 120
+    assert "120 ok, 0 failed, 120 from the cache · " in describe(progress)
+    assert "cache" not in describe(measure(status(), START + timedelta(seconds=60)))
+
+
 def test_json_form_has_stable_keys_and_rounded_figures() -> None:
     data = measure(status(), START + timedelta(seconds=7)).as_dict()
     assert set(data) == {
@@ -121,6 +144,7 @@ def test_json_form_has_stable_keys_and_rounded_figures() -> None:
         "error",
         "fraction",
         "warning",
+        "cached",
     }
     assert data["status"] == "running" and data["per_second"] == pytest.approx(4.286)
 

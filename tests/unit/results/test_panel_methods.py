@@ -9,9 +9,11 @@ from pydantic import ValidationError
 from jury.results.csv_records import csv_columns, record_row
 from jury.results.labelled import with_aggregations
 from jury.schemas.batch import Aggregation, BatchConfig
+from jury.schemas.pairwise import PairJudgment
 from jury.schemas.results import SampleResult
 from jury.stats.panel import ACROSS_MODELS, side_by_side
 from jury.worker.judging.aggregation import build_verdict
+from jury.worker.judging.pairwise_verdict import build_pairwise_verdict
 
 
 def _config(**aggregation: object) -> BatchConfig:
@@ -87,3 +89,34 @@ def test_records_and_csv_rows_carry_each_method() -> None:
         5.0,
         4.0,
     )
+
+
+def test_a_pairwise_record_reads_each_method_from_the_sides() -> None:
+    """Judges' (A, B): a (2, 2), b (1, 3), c (1.5, 1.5). By max, A 2 and B 3: -1, the record's
+    final_score; the max of the judges' preferences (0) is not what the record shows."""
+    config = BatchConfig.model_validate(
+        {
+            "judges": [{"model": f"openai/{j}", "n": 1} for j in "abc"],
+            "dimensions": ["relevance"],
+            "pairwise": {},
+            "aggregation": {"across_models": "max", "also_across_models": ["min", "mean"]},
+        }
+    )
+    judgments = {
+        ("openai/a", 0): PairJudgment(2, 2, 2, 2),
+        ("openai/b", 0): PairJudgment(1, 3, 1, 3),
+        ("openai/c", 0): PairJudgment(1.5, 1.5, 1.5, 1.5),
+    }
+    samples = [
+        SampleResult(judge=j, sample=i, score=p.preference) for (j, i), p in judgments.items()
+    ]
+    verdict = build_pairwise_verdict(
+        "q1", config.dimensions[0], config.panel, samples, judgments, config.aggregation, 0.5
+    )
+    record = with_aggregations(verdict, config)
+    assert record.aggregations == {"max": -1.0, "min": -0.5, "mean": pytest.approx(-2 / 3)}
+    assert record.aggregations["max"] == record.consensus_metrics.final_score
+    columns = csv_columns([], pairwise=True)
+    row = dict(zip(columns, record_row(record, [], pairwise=True), strict=True))
+    assert (row["winner"], row["score_a"], row["score_b"]) == ("B", 2.0, 3.0)
+    assert row["majority_tied_between"] == ""  # two of three judgments said tie

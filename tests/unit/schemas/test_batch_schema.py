@@ -109,6 +109,24 @@ def test_custom_dimension_defaults() -> None:
     assert dimension.resolved_threshold == 3.0  # the middle of the scale
 
 
+def test_the_default_thresholds_are_the_ones_the_batch_file_page_tells() -> None:
+    from tests.conftest import ROOT
+
+    page = (ROOT / "docs" / "batch-file.md").read_text()
+    table = page.split("**Default thresholds.**", 1)[1].split("\n\n", 2)[1]
+    ten = Scale(min=1, max=10)
+    custom = {"name": "tone", "description": "Kind?"}
+    told = {
+        "built-in (`relevance`, …) | 1–5 | 3.5": Dimension(name="relevance").threshold == 3.5,
+        "(6.625 on 1–10)": Dimension(name="relevance", scale=ten).threshold == 6.625,
+        "the middle of its scale**: 3 on 1–5": Dimension(**custom).threshold == 3.0,
+        "5.5 on 1–10": Dimension(**custom, scale=ten).threshold == 5.5,
+    }
+    assert {text: text in table and holds for text, holds in told.items()} == dict.fromkeys(
+        told, True
+    )
+
+
 def test_custom_dimension_with_its_own_scale() -> None:
     dimension = Dimension(
         name="tone", description="Kind?", scale=Scale(min=-2, max=2), threshold=0.5

@@ -5,13 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from jury.schemas.pairwise import (
-    PairJudgment,
-    PairwiseAccumulator,
-    pairwise_outcome,
-    winner_of,
-)
+from jury.results.pairwise_totals import PairwiseAccumulator
+from jury.schemas.pairwise import PairJudgment, winner_of
 from jury.schemas.results import ConsensusMetrics, Level, Verdict
+from jury.worker.judging.pairwise_verdict import pairwise_outcome
 
 
 @pytest.mark.parametrize(
