@@ -221,7 +221,8 @@ def submit(
         raise JuryError("`items=` goes with a batch given as a dict; a batch file names its own")
     if sample is not None and limit is not None:
         raise JuryError("`sample` and `limit` both choose the items: give one")
-    source = load_batch(path, adjust=SubmitOptions(tuple(overrides)).apply)
+    egress = settings.egress_policy() if settings is not None else None
+    source = load_batch(path, adjust=SubmitOptions(tuple(overrides)).apply, egress=egress)
     if limit is not None:
         source = first_items(source, limit)
     if sample is not None:

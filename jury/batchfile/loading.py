@@ -18,6 +18,7 @@ from pydantic import ValidationError
 
 from jury.batchfile.calibration_file import read_calibration_file
 from jury.batchfile.documents import parse_document, read_document
+from jury.batchfile.egress_check import egress_problems
 from jury.batchfile.item_readers import (
     ItemsFile,
     Record,
@@ -28,15 +29,17 @@ from jury.batchfile.item_readers import (
 from jury.batchfile.judge_config_file import merge_judge_config
 from jury.batchfile.model_catalog import model_problem
 from jury.batchfile.planning import budget_problems
-from jury.errors import BatchFileError, JuryError
+from jury.errors import BatchFileError, ConfigurationError, JuryError
 from jury.schemas.batch import BatchConfig, Item, Judge
 from jury.schemas.candidates import LLMCandidate, expand_for_candidates
+from jury.schemas.egress import EgressPolicy
 from jury.schemas.heuristics import heuristic_problems
 from jury.schemas.item_dimensions import ItemDimensions
 from jury.schemas.labels import label_problems
 from jury.schemas.limits import InputLimits
 from jury.schemas.output_sets import expand_outputs
 from jury.schemas.placeholders import PlaceholderError, expand_fields, has_placeholder, redact
+from jury.settings import Settings
 
 MAX_PROBLEMS = 50
 _ITEM_TEXT_FIELDS = (
@@ -241,15 +244,26 @@ def _judge_problems(config: BatchConfig) -> list[str]:
     return problems
 
 
+def environment_egress() -> EgressPolicy:
+    """The egress policy of this machine's environment, as the workers' settings give it."""
+    try:
+        return Settings.egress_from_env()
+    except ValueError as exc:  # pydantic's ValidationError among them
+        raise ConfigurationError(f"bad JURY_* environment: {exc}") from None
+
+
 def load_batch(
     path: str | Path,
     limits: InputLimits | None = None,
     adjust: Callable[[dict[str, Any]], None] | None = None,
+    egress: EgressPolicy | None = None,
 ) -> BatchSource:
     """Read and validate a whole batch; raises BatchFileError naming every problem found.
-    `adjust` changes the parsed document before it is validated (`jury submit --set`)."""
+    `adjust` changes the parsed document before it is validated (`jury submit --set`);
+    `egress`: the policy its calls are checked against (this environment's when None)."""
     path = Path(path)
     limits = limits or InputLimits.from_env()
+    egress = egress or environment_egress()
     data = parse_document(path, read_document(path, limits, "batch file"), limits)
     if not isinstance(data, dict):
         raise BatchFileError(
@@ -275,6 +289,7 @@ def load_batch(
             problems.append(_ITEMS_MISSING)
         raise BatchFileError(str(path), problems) from None
     judge_problems = _judge_problems(config) + budget_problems(config)
+    judge_problems += egress_problems(config, egress)
     if judge_problems:
         raise BatchFileError(str(path), judge_problems)
     config = read_calibration_file(path, config)

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from celery import Celery
 from rich.console import Console
@@ -65,13 +66,22 @@ class EmbeddedStack:
     failed: bool = False
 
 
+def with_egress_allowed(settings: Settings, url: str) -> Settings:
+    """`settings` whose egress policy also lets calls reach `url`'s host and port (the
+    simulator's, on loopback: the one address jury's defaults refuse that the demo needs)."""
+    parts = urlsplit(url)
+    allowed = f"{settings.egress_allow},{parts.hostname}:{parts.port}".lstrip(",")
+    return settings.model_copy(update={"egress_allow": allowed})
+
+
 @contextlib.contextmanager
 def embedded_stack(
     console: Console, simulator: bool = True, database_url: str | None = None
 ) -> Iterator[EmbeddedStack]:
     """Redis (JURY_BROKER_URL's, the local one, or a private one), the simulator (setting
-    JURY_SIMULATOR_URL, which the demo batch's judges name) and a worker on a queue of our
-    own; every process it started is stopped on the way out, with its log shown on an error."""
+    JURY_SIMULATOR_URL, which the demo batch's judges name, and allowing its address in the
+    stack's egress policy) and a worker on a queue of our own; every process it started is
+    stopped on the way out, with its log shown on an error."""
     log_dir = Path(tempfile.mkdtemp(prefix="jury-demo-"))
     started: list[ManagedProcess] = []
     ok = False
@@ -87,6 +97,7 @@ def embedded_stack(
             started.append(sim)
             console.print(f"simulator (judge personas) at {sim.url}")
             os.environ["JURY_SIMULATOR_URL"] = sim.url
+            settings = with_egress_allowed(settings, sim.url)
         app = create_producer_app(settings)
         env = {**os.environ, **settings.to_env()}
         node = f"jury-demo-{os.getpid()}@localhost"
@@ -118,7 +129,7 @@ def run_demo(console: Console, batch_file: Path = DEMO_FILE) -> int:
     if not batch_file.exists():
         raise ConfigurationError(f"the demo batch {batch_file} is missing from this install")
     with embedded_stack(console) as stack:
-        source = load_batch(batch_file)
+        source = load_batch(batch_file, egress=stack.settings.egress_policy())
         batch_id = submit_batch(source, stack.sessions, stack.app)
         console.print(f"submitted batch {batch_id} ({source.stats.count} items)")
         status = follow_batch(stack.sessions, batch_id, console, timeout=DEMO_TIMEOUT_S)

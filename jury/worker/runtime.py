@@ -109,11 +109,14 @@ class WorkerRuntime:
             max_delay_s=settings.retry_max_delay_s,
         )
         self.waits_at_send: Callable[[Judge], bool] = never
+        # The operator's egress policy: every call this worker makes is checked against it.
+        self.egress = settings.egress_policy()
         if call is None:
             # Imports litellm: once, at first use.
             from jury.worker.calls.llm_client import complete, waits_at_send, warm_up
 
-            call, self.waits_at_send = complete, waits_at_send
+            call = functools.partial(complete, egress=self.egress)
+            self.waits_at_send = waits_at_send
             started = time.perf_counter()
             warm_up()
             frozen = freeze_startup_heap()
