@@ -29,7 +29,7 @@ from jury.schemas.egress import EgressPolicy, plan_model_call
 from jury.schemas.placeholders import call_settings, redact, taken_variables
 from jury.schemas.provider_batches import COMPLETIONS_ENDPOINT, METADATA_KEY
 from jury.worker.calls.egress_guard import CallGuard, call_key, environment_policy
-from jury.worker.calls.guarded_transport import REPLY_LIMIT, GuardedSyncTransport
+from jury.worker.calls.guarded_transport import REPLY_LIMIT, GuardedSyncTransport, ReplyRefused
 
 OPENAI_BASE = "https://api.openai.com/v1"
 TIMEOUT_S = 120.0
@@ -98,6 +98,8 @@ class BatchClient:
         except httpx.HTTPError as exc:
             message = redact(f"{type(exc).__name__}: {exc}", self.endpoint.secrets)
             raise TransientJudgeError(message, kind="connection") from None
+        except ReplyRefused as exc:
+            raise TransientJudgeError(f"{method} {path}: {exc}", kind="server_error") from None
         if response.status_code >= 400:
             message = redact(
                 f"{method} {path}: {response.status_code} {response.text[:300]}",
@@ -167,6 +169,8 @@ class BatchClient:
         except httpx.HTTPError as exc:
             message = redact(f"{type(exc).__name__}: {exc}", self.endpoint.secrets)
             raise TransientJudgeError(message, kind="connection") from None
+        except ReplyRefused as exc:
+            raise TransientJudgeError(f"GET file {file_id}: {exc}", kind="server_error") from None
 
     def close(self) -> None:
         self.client.close()

@@ -107,14 +107,16 @@ def classify_error(
 
 def _jury_cause(exc: BaseException) -> BaseException | None:
     """The refusal of jury's own behind an exception LiteLLM (or the OpenAI SDK) raised in its
-    place, if any: both keep the exception they wrap as its cause or context."""
+    place, if any: both keep the exception they wrap as its cause or context (one raised
+    `from None` hides its context, as meant)."""
     seen: set[int] = set()
     current: BaseException | None = exc
     while current is not None and id(current) not in seen:
         if isinstance(current, EgressRefused | ReplyRefused):
             return current
         seen.add(id(current))
-        current = current.__cause__ or current.__context__
+        hidden = current.__suppress_context__
+        current = current.__cause__ or (None if hidden else current.__context__)
     return None
 
 

@@ -140,7 +140,7 @@ async def _read_bounded(reply: aiohttp.ClientResponse) -> bytes:
     async for chunk in reply.content.iter_any():
         content += chunk
         if len(content) > MAX_REPLY_BYTES:
-            raise ReplyTooLarge
+            raise ReplyTooLarge(f"the server's reply is larger than {MAX_REPLY_BYTES >> 20} MiB")
     return bytes(content)
 
 

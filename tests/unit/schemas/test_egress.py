@@ -115,9 +115,10 @@ def test_special_addresses_by_kind(address: str, kind: str) -> None:
     assert special_kind(ip(address)) == kind
 
 
-@pytest.mark.parametrize(
-    "address", ["8.8.8.8", "162.159.140.245", "2606:4700::1111", "64:ff9b::808:808", "::ffff:1.1.1.1"]
-)
+PUBLIC = ["8.8.8.8", "162.159.140.245", "2606:4700::1111", "64:ff9b::808:808", "::ffff:1.1.1.1"]
+
+
+@pytest.mark.parametrize("address", PUBLIC)
 def test_public_addresses_are_not_special(address: str) -> None:
     assert special_kind(ip(address)) is None
 
@@ -228,7 +229,8 @@ def test_public_hosts_can_be_refused_too() -> None:
 def test_each_provider_key_goes_to_its_own_host_only_by_default() -> None:
     openai = destination("https://api.openai.com/v1")
     assert DEFAULT.key_problem("OPENAI_API_KEY", openai) is None
-    assert DEFAULT.key_problem("ANTHROPIC_API_KEY", destination("https://api.anthropic.com/")) is None
+    anthropic = destination("https://api.anthropic.com/")
+    assert DEFAULT.key_problem("ANTHROPIC_API_KEY", anthropic) is None
     problem = DEFAULT.key_problem("OPENAI_API_KEY", destination("http://proxy.example/v1"))
     assert problem is not None and "api.openai.com" in problem and "JURY_KEY_HOSTS" in problem
     assert DEFAULT.key_problem("ANTHROPIC_API_KEY", openai) is not None
@@ -341,7 +343,8 @@ def test_the_transport_check_covers_every_variable_a_call_carries() -> None:
     problem = DEFAULT.carried_problem(("OPENAI_API_KEY",), evil)
     assert problem is not None and "the key in OPENAI_API_KEY" in problem
     assert DEFAULT.carried_problem(("JURY_SIMULATOR_URL",), evil) is None
-    assert DEFAULT.carried_problem(("OPENAI_API_KEY",), destination("https://api.openai.com")) is None
+    openai = destination("https://api.openai.com")
+    assert DEFAULT.carried_problem(("OPENAI_API_KEY",), openai) is None
 
 
 def test_rule_parsing_keeps_what_was_written() -> None:
