@@ -142,7 +142,7 @@ def test_a_key_reaches_only_the_hosts_listed_for_it(
     base = allowed.url()
 
     def judge(**extra: str) -> Judge:
-        return Judge(model="openai/x", api_base=base, http_client=http_client, **extra)  # type: ignore[arg-type]
+        return Judge(model="openai/x", api_base=base, http_client=http_client, **extra)
 
     # An openai/ judge pointed elsewhere: OPENAI_API_KEY stays home, a placeholder goes.
     assert '"score": 4' in judged(judge(), policy(allowed))
@@ -177,7 +177,7 @@ def test_a_redirect_never_carries_the_key_to_another_host(
             model="openai/x",
             api_base=redirecting,
             api_key_env="JURY_TEST_EGRESS_KEY",
-            http_client=http_client,  # type: ignore[arg-type]
+            http_client=http_client,
         )
         refusal = judged(keyed, both)
         assert "redirect (HTTP 307)" in refusal and "jury follows no redirect" in refusal
@@ -201,7 +201,7 @@ def test_a_name_that_resolves_to_loopback_is_judged_by_its_address(
 ) -> None:
     allowed, _ = servers
     name = socket.gethostname()
-    addresses = {info[4][0] for info in socket.getaddrinfo(name, allowed.port)}
+    addresses = {str(info[4][0]) for info in socket.getaddrinfo(name, allowed.port)}
     if not addresses or not all(a.startswith("127.") for a in addresses):
         pytest.skip(f"this machine's name {name} does not resolve to loopback only")
     url = f"http://{name}:{allowed.port}/v1"
@@ -250,7 +250,7 @@ def test_a_gzip_bomb_is_read_no_further_than_the_bound(
                 BatchClient(endpoint).retrieve("b1")
             errors.append(f"{caught.value.kind}: {caught.value}")
         else:
-            judge = Judge(model="openai/x", api_base=bomb, http_client=client)  # type: ignore[arg-type]
+            judge = Judge(model="openai/x", api_base=bomb, http_client=client)
             with pytest.raises(TransientJudgeError) as caught:
                 LOOP.run(complete(judge, MESSAGES, egress=policy(allowed)))
             errors.append(f"{caught.value.kind}: {caught.value}")
