@@ -51,8 +51,6 @@ class CallGuard:
     what: str = "a call"
 
 
-# Outside any call of jury's (none are expected): jury's defaults, carrying nothing.
-_DEFAULT_GUARD: Final = CallGuard(EgressPolicy())
 _GUARD: ContextVar[CallGuard | None] = ContextVar("jury_egress_guard", default=None)
 
 
@@ -67,7 +65,9 @@ def guarding(guard: CallGuard) -> Iterator[None]:
 
 
 def current_guard() -> CallGuard:
-    return _GUARD.get() or _DEFAULT_GUARD
+    """The guard of the call sending; outside any call of jury's (none in a worker), this
+    process's environment's policy, carrying nothing."""
+    return _GUARD.get() or CallGuard(environment_policy())
 
 
 # (host, port) -> (when the answer expires, its addresses)
