@@ -59,16 +59,14 @@ def resolve_briefly(host: str, port: int) -> tuple[IPAddress, ...] | None:
     return found[0] if found else None
 
 
-def _reach(
-    policy: EgressPolicy, what: str, dest: Destination | None, resolve: Resolve
-) -> str | None:
+def _reach(policy: EgressPolicy, what: str, dest: Destination | None, resolve: Resolve) -> None:
+    """EgressRefused when `dest`'s name resolves, here, to an address it may not reach."""
     if dest is None or not policy.needs_resolving(dest):
-        return None
+        return
     addresses = resolve(dest.host, dest.port)
     problem = policy.reach_problem(dest, addresses) if addresses else None
     if problem:
         raise refused(what, problem)
-    return None
 
 
 def _model_problem(
@@ -80,18 +78,20 @@ def _model_problem(
 ) -> str | None:
     placeholders = (*taken_variables(model.model, env), *taken_variables(model.api_base, env))
     try:
-        expanded, _ = expand_fields(model, env)
+        expanded, secrets = expand_fields(model, env)
+    except PlaceholderError:
+        return None
+    try:
         provider = model_provider(expanded.model)
         call = plan_model_call(
             policy, what, provider, expanded.api_base, expanded.api_key_env, placeholders
         )
-    except PlaceholderError:
-        return None
+        dest = call.destination if model.api_base else None  # a provider's own: the workers'
+        _reach(policy, f"{what}: api_base", dest, resolve)
     except EgressRefused as exc:
-        return str(exc)
-    return _reach(
-        policy, f"{what}: api_base", call.destination if model.api_base else None, resolve
-    )
+        # A host may be a placeholder's value: never echoed.
+        return redact(str(exc), secrets)
+    return None
 
 
 def egress_problems(
@@ -119,8 +119,7 @@ def egress_problems(
             continue
         try:
             dest = plan_endpoint_call(policy, what, url, endpoint_variables(candidate, env))
-            problem = _reach(policy, what, dest, resolve)
+            _reach(policy, what, dest, resolve)
         except EgressRefused as exc:
-            problem = str(exc)
-        problems.append(redact(problem, secrets) if problem else None)
+            problems.append(redact(str(exc), secrets))
     return [problem for problem in problems if problem]

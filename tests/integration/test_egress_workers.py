@@ -85,7 +85,7 @@ def test_a_batch_gets_no_byte_of_a_key_nor_a_reach_the_workers_do_not_allow(
     peak_before = peak_rss_mib(worker.process.pid)
 
     base = allowed.url()
-    judges = {
+    judges: dict[str, dict[str, object]] = {
         "open": {"api_base": base},  # OPENAI_API_KEY stays home: a placeholder goes
         "named": {"api_base": base, "api_key_env": "JURY_TEST_EGRESS_KEY"},
         "home": {"api_base": base, "api_key_env": "HOME"},
