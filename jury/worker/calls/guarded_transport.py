@@ -74,20 +74,25 @@ class _Inflater:
         return data
 
     def feed(self, data: bytes) -> Iterator[bytes]:
+        """`data`'s decoded bytes, a step at a time (none empty)."""
         if self._zlib is None:
             yield self._count(data)
             return
         pending = data
         try:
             while pending:
-                yield self._count(self._zlib.decompress(pending, INFLATE_STEP))
+                part = self._count(self._zlib.decompress(pending, INFLATE_STEP))
+                if part:
+                    yield part
                 pending = self._zlib.unconsumed_tail
         except zlib.error as exc:
             raise httpx.DecodingError(f"the reply's compressed body is corrupt: {exc}") from None
 
-    def end(self) -> bytes:
+    def end(self) -> Iterator[bytes]:
         # What zlib holds back is at most its window: the input was consumed step by step.
-        return self._count(self._zlib.flush()) if self._zlib is not None else b""
+        tail = self._count(self._zlib.flush()) if self._zlib is not None else b""
+        if tail:
+            yield tail
 
 
 class _BoundedAsyncStream(httpx.AsyncByteStream):
@@ -98,11 +103,9 @@ class _BoundedAsyncStream(httpx.AsyncByteStream):
     async def __aiter__(self) -> AsyncIterator[bytes]:
         async for chunk in self._raw:
             for part in self._inflater.feed(chunk):
-                if part:
-                    yield part
-        tail = self._inflater.end()
-        if tail:
-            yield tail
+                yield part
+        for part in self._inflater.end():
+            yield part
 
     async def aclose(self) -> None:
         await self._raw.aclose()
@@ -115,12 +118,8 @@ class _BoundedSyncStream(httpx.SyncByteStream):
 
     def __iter__(self) -> Iterator[bytes]:
         for chunk in self._raw:
-            for part in self._inflater.feed(chunk):
-                if part:
-                    yield part
-        tail = self._inflater.end()
-        if tail:
-            yield tail
+            yield from self._inflater.feed(chunk)
+        yield from self._inflater.end()
 
     def close(self) -> None:
         close = getattr(self._raw, "close", None)
@@ -147,14 +146,33 @@ def _pin(request: httpx.Request, dest: Destination, address: IPAddress | None) -
         request.extensions = {**request.extensions, "sni_hostname": dest.host}
 
 
-def _headers_decoded(response: httpx.Response) -> list[tuple[bytes, bytes]]:
-    dropped = (b"content-encoding", b"content-length")
-    return [(k, v) for k, v in response.headers.raw if k.lower() not in dropped]
+def _unresolved(dest: Destination, exc: OSError, request: httpx.Request) -> httpx.ConnectError:
+    return httpx.ConnectError(f"{dest.host}: {exc}", request=request)
 
 
-def _limit(request: httpx.Request, default: int) -> int:
+def _redirect(guard: CallGuard, dest: Destination, response: httpx.Response) -> Exception:
+    location = response.headers.get("location", "")
+    return redirect_refused(guard, dest, response.status_code, location)
+
+
+def _inflater(request: httpx.Request, response: httpx.Response, default: int) -> _Inflater:
     limit = request.extensions.get(REPLY_LIMIT)
-    return limit if isinstance(limit, int) else default
+    encoding = response.headers.get("content-encoding", "")
+    return _Inflater(encoding, limit if isinstance(limit, int) else default)
+
+
+def _decoded(
+    response: httpx.Response,
+    request: httpx.Request,
+    stream: httpx.AsyncByteStream | httpx.SyncByteStream,
+) -> httpx.Response:
+    """The response with its body decoded by `stream`: no encoding, no length left to apply."""
+    dropped = (b"content-encoding", b"content-length")
+    headers = [(k, v) for k, v in response.headers.raw if k.lower() not in dropped]
+    status, extensions = response.status_code, response.extensions
+    return httpx.Response(
+        status, headers=headers, stream=stream, request=request, extensions=extensions
+    )
 
 
 class GuardedTransport(httpx.AsyncBaseTransport):
@@ -177,24 +195,15 @@ class GuardedTransport(httpx.AsyncBaseTransport):
         try:
             address = await connect_address(guard, dest)
         except OSError as exc:
-            raise httpx.ConnectError(f"{dest.host}: {exc}", request=request) from None
+            raise _unresolved(dest, exc, request) from None
         _pin(request, dest, address)
         response = await self.inner.handle_async_request(request)
         if response.status_code in REDIRECT_STATUSES:
             await response.aclose()
-            location = response.headers.get("location", "")
-            raise redirect_refused(guard, dest, response.status_code, location)
-        inflater = _Inflater(
-            response.headers.get("content-encoding", ""), _limit(request, self.limit)
-        )
+            raise _redirect(guard, dest, response)
         assert isinstance(response.stream, httpx.AsyncByteStream)
-        return httpx.Response(
-            response.status_code,
-            headers=_headers_decoded(response),
-            stream=_BoundedAsyncStream(response.stream, inflater),
-            request=request,
-            extensions=response.extensions,
-        )
+        bounded = _BoundedAsyncStream(response.stream, _inflater(request, response, self.limit))
+        return _decoded(response, request, bounded)
 
     async def aclose(self) -> None:
         await self.inner.aclose()
@@ -215,24 +224,15 @@ class GuardedSyncTransport(httpx.BaseTransport):
         try:
             address = connect_address_sync(self.guard, dest)
         except OSError as exc:
-            raise httpx.ConnectError(f"{dest.host}: {exc}", request=request) from None
+            raise _unresolved(dest, exc, request) from None
         _pin(request, dest, address)
         response = self.inner.handle_request(request)
         if response.status_code in REDIRECT_STATUSES:
             response.close()
-            location = response.headers.get("location", "")
-            raise redirect_refused(self.guard, dest, response.status_code, location)
-        inflater = _Inflater(
-            response.headers.get("content-encoding", ""), _limit(request, self.limit)
-        )
+            raise _redirect(self.guard, dest, response)
         assert isinstance(response.stream, httpx.SyncByteStream)
-        return httpx.Response(
-            response.status_code,
-            headers=_headers_decoded(response),
-            stream=_BoundedSyncStream(response.stream, inflater),
-            request=request,
-            extensions=response.extensions,
-        )
+        bounded = _BoundedSyncStream(response.stream, _inflater(request, response, self.limit))
+        return _decoded(response, request, bounded)
 
     def close(self) -> None:
         self.inner.close()

@@ -226,6 +226,20 @@ def _reply(data: Any, model_response: ModelResponse, model: str) -> ModelRespons
     return model_response
 
 
+@functools.lru_cache(maxsize=1024)
+def _url_parts(url: str) -> tuple[str, str, int | None]:
+    """A request URL's scheme, host and port, as httpx reads them; the api_base passed the
+    policy's strict parsing first (jury.schemas.egress_hosts), so aiohttp reads it alike.
+    Cached: ~36 µs a parse, at every call."""
+    parsed = httpx.URL(url)
+    return parsed.scheme, parsed.raw_host.decode("ascii"), parsed.port
+
+
+@functools.lru_cache(maxsize=1024)
+def _pinned_url(url: str, address: str) -> str:
+    return str(httpx.URL(url).copy_with(host=address))
+
+
 class OpenAICompatibleWire(CustomLLM):
     """LiteLLM's custom provider `jury_openai`: one chat completion over aiohttp."""
 
@@ -266,21 +280,19 @@ class OpenAICompatibleWire(CustomLLM):
         )
         session = _session()
         guard = current_guard()
-        # The api_base passed the policy's strict parsing (jury.schemas.egress_hosts), so
-        # httpx reads this URL as aiohttp does.
-        target = httpx.URL(url)
-        host = target.raw_host.decode("ascii")
-        dest = request_destination(guard, target.scheme, host, target.port)
+        scheme, host, port = _url_parts(url)
+        dest = request_destination(guard, scheme, host, port)
         server_hostname = None
+        target = url
         try:
             address = await connect_address(guard, dest)
             if address is not None and dest.address is None:  # pinned: see egress_guard
                 request_headers["Host"] = host_header(dest)
                 server_hostname = dest.host if dest.scheme == "https" else None
-                target = target.copy_with(host=str(address))
+                target = _pinned_url(url, str(address))
             await at_http_send(None)  # the send gate's wait, if the caller left one
             async with session.post(
-                str(target),
+                target,
                 json=body,
                 headers=request_headers,
                 allow_redirects=False,
