@@ -84,10 +84,12 @@ PROVIDERS: Final[dict[str, ProviderKeys]] = {
         ("PERPLEXITYAI_API_KEY", "PERPLEXITY_API_KEY"), ("api.perplexity.ai",)
     ),
     "deepinfra": ProviderKeys(("DEEPINFRA_API_KEY",), ("api.deepinfra.com",)),
-    "azure": ProviderKeys(("AZURE_API_KEY", "AZURE_OPENAI_API_KEY"), ("*.openai.azure.com",)),
+    # Nowhere by default: any Azure subscriber can name a resource `*.openai.azure.com`, so
+    # the operator lists their own.
+    "azure": ProviderKeys(("AZURE_API_KEY", "AZURE_OPENAI_API_KEY")),
     "hosted_vllm": ProviderKeys(("HOSTED_VLLM_API_KEY",)),
-    "ollama": ProviderKeys(("OLLAMA_API_KEY",), ("localhost",)),
-    "ollama_chat": ProviderKeys(("OLLAMA_API_KEY",), ("localhost",)),
+    "ollama": ProviderKeys(("OLLAMA_API_KEY",), ("localhost:11434",)),
+    "ollama_chat": ProviderKeys(("OLLAMA_API_KEY",), ("localhost:11434",)),
 }
 
 
@@ -308,9 +310,9 @@ def plan_model_call(
             problem = policy.reach_problem(dest)
             if problem:
                 raise refused(f"{what}: api_base", problem)
-    elif keys is not None and keys.hosts and not keys.hosts[0].startswith("*"):
-        # The provider's own API host, for what goes there (its port and scheme are LiteLLM's).
-        dest = Destination("https", keys.hosts[0], 443)
+    elif keys is not None and keys.hosts:
+        # The provider's own API host, for what goes there (its scheme is LiteLLM's).
+        dest = destination(f"https://{keys.hosts[0]}")
     else:
         dest = None
     for variable in placeholders:

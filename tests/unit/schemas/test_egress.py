@@ -350,3 +350,17 @@ def test_the_transport_check_covers_every_variable_a_call_carries() -> None:
 def test_rule_parsing_keeps_what_was_written() -> None:
     (rule,) = parse_rule("  Vllm.Internal:8000 ", "JURY_EGRESS_ALLOW")
     assert (rule.written, rule.name, rule.port) == ("Vllm.Internal:8000", "vllm.internal", 8000)
+
+
+def test_an_azure_key_goes_only_to_the_resource_the_operator_lists() -> None:
+    # Anyone can name an Azure resource: `*.openai.azure.com` would hand the key to theirs.
+    attacker = destination("https://attacker.openai.azure.com/openai")
+    assert DEFAULT.key_problem("AZURE_API_KEY", attacker) is not None
+    mine = EgressPolicy.build(key_hosts={"AZURE_API_KEY": ["myres.openai.azure.com"]})
+    assert mine.key_problem("AZURE_API_KEY", destination("https://myres.openai.azure.com/")) is None
+    assert mine.key_problem("AZURE_API_KEY", attacker) is not None
+    call = plan(provider="azure", api_base="https://attacker.openai.azure.com/openai")
+    assert call.key_variable is None and call.withheld == "AZURE_API_KEY"
+    # Ollama's own key: its own port on this machine only.
+    local = plan(provider="ollama")
+    assert local.destination is not None and local.destination.label == "localhost:11434"
