@@ -31,6 +31,11 @@ def worker_env(settings: Settings) -> dict[str, str]:
     return {**os.environ, **settings.to_env()}
 
 
+# `jury submit` and load_batch in a benchmark's own process check the batch against the
+# egress policy of its environment: the simulator, on loopback, is allowed there too.
+os.environ.setdefault("JURY_EGRESS_ALLOW", "loopback")
+
+
 def simulator_stats(simulator: ManagedProcess) -> dict[str, Any]:
     """The simulator's GET /stats, as JSON gives it."""
     with urllib.request.urlopen(simulator.url.removesuffix("/v1") + "/stats") as answer:
@@ -66,6 +71,8 @@ def local_stack(
             "broker_url": redis_server.url,
             "database_url": f"sqlite:///{folder / f'{label}.db'}",
             "queue": f"bench-{secrets.token_hex(3)}",
+            # The simulator is on loopback, which the egress policy refuses by default.
+            "egress_allow": "loopback",
             **settings,
         }
     )

@@ -87,6 +87,16 @@ class PermanentJudgeError(JudgeCallError):
     transient = False
 
 
+class EgressRefused(PermanentJudgeError):
+    """The operator's egress policy (jury.schemas.egress) refused a call: a key to a host not
+    listed for it, an address the workers may not reach, a variable that may not leave, a
+    redirect. Nothing was sent, or nothing more; another attempt would be refused the same
+    way, so it is never retried. The message names the setting that would allow it."""
+
+    def __init__(self, message: str, *, kind: str = "egress_refused") -> None:
+        super().__init__(message, kind=kind)
+
+
 class ScoreParseError(TransientJudgeError):
     """The judge's answer holds no usable score (none found, or outside the scale)."""
 

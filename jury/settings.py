@@ -9,9 +9,12 @@ import os
 import re
 import socket
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
+
+if TYPE_CHECKING:
+    from jury.schemas.egress import EgressPolicy
 
 DEFAULT_BROKER_URL = "redis://127.0.0.1:6379/0"
 # jury's own Celery pool (jury.worker.engine.pool), selected by JURY_WORKER_POOL=engine.
@@ -100,7 +103,15 @@ _ENV_NAMES: dict[str, str] = {
     "heuristic_memory_mib": "JURY_HEURISTIC_MEMORY_MIB",
     # `jury flower` (docs/limits-and-security.md)
     "flower_hosts": "JURY_FLOWER_HOSTS",
+    "egress_allow": "JURY_EGRESS_ALLOW",
+    "egress_public": "JURY_EGRESS_PUBLIC",
+    "key_hosts": "JURY_KEY_HOSTS",
+    "plain_vars": "JURY_PLAIN_VARS",
 }
+# The egress policy's settings (jury.schemas.egress) and their variables: the producer and
+# a call made outside a worker's runtime read them alone.
+EGRESS_FIELDS = ("egress_allow", "egress_public", "key_hosts", "plain_vars")
+EGRESS_ENV = {field: _ENV_NAMES[field] for field in EGRESS_FIELDS}
 
 
 # Broker transport options jury sets from its own settings, and the variable that sets each.
@@ -216,6 +227,16 @@ class Settings(BaseModel):
     publish_wave: int = Field(default=5_000, ge=1)
     retry_base_delay_s: float = Field(default=1.0, ge=0)
     retry_max_delay_s: float = Field(default=30.0, ge=0)
+    # The egress policy (jury.schemas.egress; docs/limits-and-security.md): hosts a batch's
+    # api_base and HTTP candidates may reach although they are loopback, private or otherwise
+    # special (`loopback`, `private`, hosts, addresses, networks, each with an optional port);
+    # whether public hosts may be reached; where each key variable's value may be sent (JSON:
+    # {"VAR": ["host", …]}, over the providers' built-in lists); the variables a `${VAR}`
+    # may take anywhere, holding no secret.
+    egress_allow: str = ""
+    egress_public: bool = True
+    key_hosts: dict[str, list[str]] = Field(default_factory=dict)
+    plain_vars: str = "JURY_SIMULATOR_URL"
 
     # --- Heuristic judges (jury.schemas.heuristics, jury.worker.judging.heuristic_pool) ---
     # The module prefixes callable heuristics may come from (comma-separated in the
@@ -262,7 +283,7 @@ class Settings(BaseModel):
     def all_queues(self) -> list[str]:
         return deployment_queues(self.queue, self.lanes)
 
-    @field_validator("broker_transport_options", "broker_use_ssl", mode="before")
+    @field_validator("broker_transport_options", "broker_use_ssl", "key_hosts", mode="before")
     @classmethod
     def _json_object(cls, value: Any) -> Any:
         if isinstance(value, str):
@@ -282,10 +303,33 @@ class Settings(BaseModel):
             raise ValueError(f"jury sets these broker transport options itself: {names}")
         return value
 
+    @model_validator(mode="after")
+    def _egress_parses(self) -> Settings:
+        self.egress_policy()  # a bad entry stops the process at its start, naming the setting
+        return self
+
+    def egress_policy(self) -> EgressPolicy:
+        """The egress policy these settings describe."""
+        from jury.schemas.egress import EgressPolicy
+
+        return EgressPolicy.build(
+            self.egress_allow, self.egress_public, self.key_hosts, self.plain_vars
+        )
+
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
         env = os.environ if env is None else env
         return cls.model_validate({f: env[v] for f, v in _ENV_NAMES.items() if env.get(v)})
+
+    @classmethod
+    def egress_from_env(cls, env: Mapping[str, str] | None = None) -> EgressPolicy:
+        """The egress policy of the environment's settings alone (what `jury submit` checks a
+        batch against), whatever the other settings say."""
+        env = os.environ if env is None else env
+        names = {f: _ENV_NAMES[f] for f in EGRESS_FIELDS}
+        return cls.model_validate(
+            {f: env[v] for f, v in names.items() if env.get(v)}
+        ).egress_policy()
 
     def to_env(self) -> dict[str, str]:
         """The JURY_* variables that make another process (a worker) read these settings."""

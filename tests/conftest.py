@@ -3,6 +3,7 @@ one), PostgreSQL (a fresh database per run), the simulator, and `python -m worke
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import sys
@@ -33,6 +34,15 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 # Rich sizes its tables to the terminal; a test reads them whole, whatever runs it (a
 # terminal, CI's pipe, a pytest-xdist process): every `jury` the tests start sees 160 columns.
 os.environ.setdefault("COLUMNS", "160")
+# The simulator and the tests' own servers listen on loopback, which the workers' egress
+# policy refuses by default: the tests allow it as docs/limits-and-security.md tells a
+# developer to, in their own process (`jury submit` checks a batch with it) and in the
+# workers' settings (settings_for). A test of the policy itself sets its own.
+TEST_EGRESS_ALLOW = "loopback"
+# The keys the tests plant, allowed to go to their servers on loopback (and nowhere else).
+TEST_KEY_HOSTS = {name: ["loopback"] for name in ("JURY_TEST_KEY", "JURY_TEST_PLANTED_KEY")}
+os.environ.setdefault("JURY_EGRESS_ALLOW", TEST_EGRESS_ALLOW)
+os.environ.setdefault("JURY_KEY_HOSTS", json.dumps(TEST_KEY_HOSTS))
 ROOT = Path(__file__).resolve().parent.parent
 # A Redis database number of our own on a shared server; flushed before and after the run.
 # Each pytest-xdist worker (gw0, gw1, …) takes the next number, so none flushes another's.
@@ -148,6 +158,8 @@ def settings_for(redis_url: str, database_url: str, queue: str | None = None) ->
         restore_lock_timeout_s=3,
         # Callable heuristics from the tests' own functions (tests/heuristic_functions.py)
         heuristic_callables=["tests.heuristic_functions"],
+        egress_allow=TEST_EGRESS_ALLOW,
+        key_hosts=TEST_KEY_HOSTS,
     )
 
 

@@ -135,29 +135,34 @@ def prepare(
     temperature: float | None = None,
     concurrency: int | None = None,
     model: str | None = None,
+    settings: Settings | None = None,
 ) -> PreparedBatch:
     """Read and validate a batch: a batch file's path, or a dict shaped like one (with its
     items inline, or given as `items`: dicts or `jury.Item`s, any iterable, streamed to a
     file). BatchFileError names every problem and where it is. `limit` keeps the first items,
     `sample` a reproducible random sample of them (`seed`); `overrides` are `jury submit
     --set` changes (`"judges.0.n=5"`); `temperature`, `concurrency` (each judge's
-    max_in_flight) and `model` set every judge's."""
+    max_in_flight) and `model` set every judge's. The judges' calls are checked against the
+    egress policy of `settings` (default: the JURY_* environment), as the workers will."""
     if sample is not None and limit is not None:
         raise JuryError("`sample` and `limit` both choose the items: give one")
     options = SubmitOptions(tuple(overrides), temperature, concurrency, model)
+    egress = settings.egress_policy() if settings is not None else None
     if isinstance(batch, str | os.PathLike):
         if items is not None:
             raise JuryError(
                 "`items=` goes with a batch given as a dict; a batch file names its own"
             )
         return PreparedBatch(
-            _chosen(load_batch(Path(batch), adjust=options.apply), limit, sample, seed)
+            _chosen(
+                load_batch(Path(batch), adjust=options.apply, egress=egress), limit, sample, seed
+            )
         )
     folder = Path(tempfile.mkdtemp(prefix="jury-batch-"))
     try:
         path = _write_spec(folder, batch, items)
         try:
-            source = load_batch(path, adjust=options.apply)
+            source = load_batch(path, adjust=options.apply, egress=egress)
         except BatchFileError as exc:
             named = {str(path): _DICT_BATCH, str(folder / "items.jsonl"): _GIVEN_ITEMS}
             raise BatchFileError(named.get(exc.source, exc.source), exc.problems) from None
@@ -229,5 +234,6 @@ def submit(
         temperature=temperature,
         concurrency=concurrency,
         model=model,
+        settings=settings,
     ) as prepared:
         return prepared.submit(batch_id, settings=settings)

@@ -19,6 +19,7 @@ from pydantic import ValidationError
 
 from jury.batchfile.calibration_file import read_calibration_file
 from jury.batchfile.documents import parse_document, read_document
+from jury.batchfile.egress_check import egress_problems
 from jury.batchfile.item_readers import (
     ItemsFile,
     Record,
@@ -33,6 +34,7 @@ from jury.batchfile.size_limits import dimensions_problem, document_size_problem
 from jury.errors import BatchFileError, ConfigurationError, JuryError
 from jury.schemas.batch import BatchConfig, Item, Judge
 from jury.schemas.candidates import LLMCandidate, expand_for_candidates
+from jury.schemas.egress import EgressPolicy
 from jury.schemas.heuristics import CallableHeuristic, heuristic_problems
 from jury.schemas.item_dimensions import ItemDimensions
 from jury.schemas.labels import label_problems
@@ -274,15 +276,26 @@ def _judge_problems(config: BatchConfig) -> list[str]:
     return problems
 
 
+def environment_egress() -> EgressPolicy:
+    """The egress policy of this machine's environment, as the workers' settings give it."""
+    try:
+        return Settings.egress_from_env()
+    except ValueError as exc:  # pydantic's ValidationError among them
+        raise ConfigurationError(f"bad JURY_* environment: {exc}") from None
+
+
 def load_batch(
     path: str | Path,
     limits: InputLimits | None = None,
     adjust: Callable[[dict[str, Any]], None] | None = None,
+    egress: EgressPolicy | None = None,
 ) -> BatchSource:
     """Read and validate a whole batch; raises BatchFileError naming every problem found.
-    `adjust` changes the parsed document before it is validated (`jury submit --set`)."""
+    `adjust` changes the parsed document before it is validated (`jury submit --set`);
+    `egress`: the policy its calls are checked against (this environment's when None)."""
     path = Path(path)
     limits = limits or InputLimits.from_env()
+    egress = egress or environment_egress()
     data = parse_document(path, read_document(path, limits, "batch file"), limits)
     if not isinstance(data, dict):
         raise BatchFileError(
@@ -311,6 +324,7 @@ def load_batch(
             problems.append(_ITEMS_MISSING)
         raise BatchFileError(str(path), problems) from None
     judge_problems = _judge_problems(config) + budget_problems(config)
+    judge_problems += egress_problems(config, egress)
     if judge_problems:
         raise BatchFileError(str(path), judge_problems)
     config = read_calibration_file(path, config)

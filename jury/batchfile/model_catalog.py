@@ -67,3 +67,13 @@ def model_problem(model: str) -> str | None:
             f"(e.g. openai/{model})"
         )
     return None
+
+
+def model_provider(model: str) -> str:
+    """The LiteLLM provider that routes `model` ("" when the catalogue cannot tell): its
+    prefix, or the price map's provider of a bare name (`gpt-4o-mini` is OpenAI's)."""
+    if "/" in model:
+        return model.split("/", 1)[0]
+    entry = price_map().get(model)
+    provider = entry.get("litellm_provider") if isinstance(entry, dict) else None
+    return provider if isinstance(provider, str) else ""

@@ -19,6 +19,7 @@ ITEMS_FILE = "items.jsonl"
 STARTER_BATCH = """\
 # A starter batch: 4 answers × 2 dimensions × 2 judges × 2 samples = 32 judgments.
 # As written it uses two personas of the bundled judge simulator, so it runs with no key:
+#   export JURY_EGRESS_ALLOW=127.0.0.1:8011   # workers reach loopback only when allowed
 #   jury simulate --port 8011 &      # the fake judge server
 #   jury worker &                    # a worker (Redis at JURY_BROKER_URL)
 #   jury submit batch.yaml --wait    # judge, follow, print the verdicts

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from celery import Celery
 from kombu import Exchange, Queue
@@ -71,6 +72,14 @@ class EmbeddedStack:
     failed: bool = False
 
 
+def with_egress_allowed(settings: Settings, url: str) -> Settings:
+    """`settings` whose egress policy also lets calls reach `url`'s host and port (the
+    simulator's, on loopback: the one address jury's defaults refuse that the demo needs)."""
+    parts = urlsplit(url)
+    allowed = f"{settings.egress_allow},{parts.hostname}:{parts.port}".lstrip(",")
+    return settings.model_copy(update={"egress_allow": allowed})
+
+
 @contextlib.contextmanager
 def embedded_stack(
     console: Console,
@@ -81,7 +90,8 @@ def embedded_stack(
     """Redis (the broker `base` names, JURY_BROKER_URL's by default, else the local one, else
     a private one), the simulator and a worker on a queue of our own; every process it
     started is stopped on the way out, with its log shown on an error. The simulator's URL is
-    JURY_SIMULATOR_URL, which the demo batch's judges name, while the stack runs."""
+    JURY_SIMULATOR_URL, which the demo batch's judges name, while the stack runs, and its
+    address is allowed in the stack's egress policy."""
     log_dir = Path(tempfile.mkdtemp(prefix="jury-demo-"))
     started: list[ManagedProcess] = []
     show_logs = True  # unless the work went well, or the user stopped it
@@ -104,6 +114,7 @@ def embedded_stack(
             console.print(f"simulator (judge personas) at {sim.url}")
             # Read by the producer's validation of `${JURY_SIMULATOR_URL}`, and by the worker.
             os.environ[SIMULATOR_URL] = sim.url
+            settings = private = with_egress_allowed(settings, sim.url)
         app = create_producer_app(settings)
         env = {**os.environ, **settings.to_env()}
         node = f"jury-demo-{os.getpid()}@localhost"
@@ -183,7 +194,7 @@ def run_demo(console: Console, batch_file: Path = DEMO_FILE) -> int:
 
 def _demo(console: Console, batch_file: Path) -> int:
     with embedded_stack(console) as stack:
-        source = load_batch(batch_file)
+        source = load_batch(batch_file, egress=stack.settings.egress_policy())
         batch_id = submit_batch(source, stack.sessions, stack.app)
         console.print(f"submitted batch {batch_id} ({source.stats.count} items)")
         status = follow_batch(stack.sessions, batch_id, console, timeout=DEMO_TIMEOUT_S)

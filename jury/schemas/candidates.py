@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from itertools import combinations
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
 from jury.schemas.output_sets import pair_item_id, pair_of
-from jury.schemas.placeholders import has_placeholder, placeholder_problem
+from jury.schemas.placeholders import has_placeholder, placeholder_problem, taken_variables
 from jury.schemas.strict import (
     MAX_NAME_CHARS,
     MAX_PROMPT_CHARS,
@@ -186,6 +187,13 @@ def outputs_of(item_id: str, names: list[str], texts: dict[str, str]) -> dict[st
     pair = pair_of(item_id) if len(names) > 2 else None
     a, b = (pair.a, pair.b) if pair else (names[0], names[1])
     return {"output_a": texts[a], "output_b": texts[b]}
+
+
+def endpoint_variables(candidate: HTTPCandidate, env: Mapping[str, str]) -> tuple[str, ...]:
+    """The variables an endpoint candidate's URL and headers take from `env`: what its call
+    carries out of the worker (jury.schemas.egress judges where they may go)."""
+    texts = (candidate.url, *candidate.headers.values())
+    return tuple(dict.fromkeys(v for text in texts for v in taken_variables(text, env)))
 
 
 def fill_body(template: Any, text: str) -> Any:

@@ -101,6 +101,12 @@ ADVICE: dict[str, str] = {
         "dimension's description, or use a model that follows instructions"
     ),
     "internal": "jury itself failed around the call: the workers' log has the traceback",
+    "egress_refused": (
+        "the workers' egress policy refused the call, and nothing was sent: change the "
+        "setting the message names on the workers (JURY_EGRESS_ALLOW, JURY_KEY_HOSTS or "
+        "JURY_PLAIN_VARS; docs/limits-and-security.md, Egress policy), or the judge's "
+        "`api_base`/`api_key_env`, then `jury resume BATCH`"
+    ),
 }
 DEFAULT_ADVICE = "read the message, then `jury resume BATCH` to judge these again"
 

@@ -17,6 +17,10 @@ from pydantic import BaseModel
 from jury.errors import PermanentJudgeError
 
 PLACEHOLDER = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+# The only fields whose placeholders are expanded (the batch validates them there): text
+# anywhere else (a prompt template's) stays as written, so that no worker's variable can be
+# written into a prompt and read back in a judge's answer.
+PLACEHOLDER_FIELDS = ("model", "api_base", "api_key_env")
 # Secrets shorter than this are not redacted from error messages: they would match by chance.
 MIN_REDACTED_CHARS = 6
 
@@ -68,15 +72,25 @@ def expand_text(text: str, env: Mapping[str, str]) -> Expanded:
     return Expanded(PLACEHOLDER.sub(replace, text), tuple(secrets))
 
 
+def taken_variables(text: str | None, env: Mapping[str, str]) -> tuple[str, ...]:
+    """The variables whose values `text`'s placeholders take from `env` (a default used
+    takes nothing): what a call carries out of the worker, for the egress policy to judge."""
+    if not text or not has_placeholder(text):
+        return ()
+    return tuple(
+        dict.fromkeys(m.group(1) for m in PLACEHOLDER.finditer(text) if env.get(m.group(1)))
+    )
+
+
 def expand_fields(model: Model, env: Mapping[str, str]) -> tuple[Model, tuple[str, ...]]:
-    """A copy of `model` with the placeholders in every string field expanded, and the
+    """A copy of `model` with the placeholders in its PLACEHOLDER_FIELDS expanded, and the
     values taken from `env`. The copy is not validated again: validate it where that is
     wanted (the producer checks an expanded copy of each judge; the stored one keeps the
     placeholders)."""
     updates: dict[str, str] = {}
     secrets: list[str] = []
-    for name in type(model).model_fields:
-        value = getattr(model, name)
+    for name in PLACEHOLDER_FIELDS:
+        value = getattr(model, name, None)
         if isinstance(value, str) and has_placeholder(value):
             try:
                 expanded = expand_text(value, env)

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import random
+import zlib
 from collections.abc import Mapping
 from typing import Any
 
@@ -28,7 +30,10 @@ HOSTILE_KINDS: tuple[str, ...] = (
     "absurd-usage",  # usage of a quadrillion tokens
     "markup-reasoning",  # reasoning with terminal markup, escape sequences, HTML and bidi
     "garbled-vote",  # asked for a pass vote, answers one that is neither pass nor fail
+    "gzip-bomb",  # 200 with a gzip body of ~200 KiB that inflates to GZIP_BOMB_BYTES
 )
+# What a `gzip-bomb` body inflates to: through an unbounded client, a worker's memory.
+GZIP_BOMB_BYTES = 200 * 1024 * 1024
 # Rich markup, an unclosed tag, ANSI clear-screen and window-title sequences, a bell, HTML,
 # a right-to-left override and a fake newline record: all must reach a user as plain text.
 HOSTILE_REASONING = (
@@ -105,3 +110,19 @@ async def send_body(
             await asyncio.sleep(trickle_ms / 1000)
         await response.write_eof()
     return response
+
+
+@functools.cache
+def gzip_bomb(inflated: int = GZIP_BOMB_BYTES) -> bytes:
+    """A gzip body of zeros that inflates to `inflated` bytes (about 1,000 times its size),
+    compressed once per process (about a second)."""
+    packer = zlib.compressobj(9, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+    block = bytes(1 << 20)
+    parts = [packer.compress(block) for _ in range(inflated // len(block))]
+    return b"".join([*parts, packer.compress(bytes(inflated % len(block))), packer.flush()])
+
+
+def gzip_bomb_response() -> web.Response:
+    """A 200 that says it is gzip'd JSON: a client that inflates it whole holds it whole."""
+    headers = {"Content-Type": "application/json", "Content-Encoding": "gzip"}
+    return web.Response(body=gzip_bomb(), headers=headers)

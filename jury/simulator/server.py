@@ -26,7 +26,13 @@ from jury.simulator.batches import BATCHES_KEY, add_batch_routes, batch_stats, c
 from jury.simulator.config import SimulatorConfig
 from jury.simulator.draws import Draws, request_key
 from jury.simulator.faults import plan_faults
-from jury.simulator.hostile import HOSTILE_REASONING, hostile_body, huge_answer, send_body
+from jury.simulator.hostile import (
+    HOSTILE_REASONING,
+    gzip_bomb_response,
+    hostile_body,
+    huge_answer,
+    send_body,
+)
 from jury.simulator.limits import SlidingWindowLimiter, rate_headers
 from jury.simulator.modes import ModePrompt, answer_mode_prompt, read_mode_prompt
 from jury.simulator.personas import PERSONAS, bias_group, find_persona, judge_score
@@ -247,6 +253,8 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     if not hostile:
         return _answer(state, model, 200, payload, quota)
     state.stats.record_status(model, 200)
+    if "gzip-bomb" in hostile:
+        return gzip_bomb_response()
     trickle_ms = config.trickle_ms if "trickle" in hostile else None
     return await send_body(request, hostile_body(hostile, payload, chaos), trickle_ms)
 

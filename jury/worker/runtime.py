@@ -112,11 +112,14 @@ class WorkerRuntime:
         )
         self.waits_at_send: Callable[[Judge], bool] = never
         self.prices: PriceLookup = no_prices
+        # The operator's egress policy: every call this worker makes is checked against it.
+        self.egress = settings.egress_policy()
         if call is None:
             # Imports litellm: once, at first use.
             from jury.worker.calls.llm_client import complete, model_prices, waits_at_send, warm_up
 
-            call, self.waits_at_send, self.prices = complete, waits_at_send, model_prices
+            call = functools.partial(complete, egress=self.egress)
+            self.waits_at_send, self.prices = waits_at_send, model_prices
             started = time.perf_counter()
             warm_up()
             frozen = freeze_startup_heap()

@@ -343,11 +343,13 @@ def judge_batch(folder: Path, judge: str) -> Path:
 @case("placeholders", "stored as written: the value is in no stored field")
 def placeholder_stored_as_written(folder: Path) -> None:
     os.environ["JURY_CORPUS_SECRET"] = "sk-corpus-secret-0123456789"
+    # The egress policy lets the variable go to that host (and to no other).
+    os.environ["JURY_KEY_HOSTS"] = '{"JURY_CORPUS_SECRET": ["host"]}'
     try:
         judge = "{model: openai/x, api_base: 'https://u:${JURY_CORPUS_SECRET}@host/v1'}"
         stored = load_batch(judge_batch(folder, judge)).config.model_dump_json()
     finally:
-        del os.environ["JURY_CORPUS_SECRET"]
+        del os.environ["JURY_CORPUS_SECRET"], os.environ["JURY_KEY_HOSTS"]
     assert "${JURY_CORPUS_SECRET}" in stored and "sk-corpus-secret" not in stored
 
 

@@ -102,6 +102,8 @@ def test_hostile_answers_end_as_errors_or_text_and_cost_never_lies(
     for tag in ("garbage-bytes", "invalid-utf8", "fractional-usage"):  # unreadable: an error
         assert all(s.score is None for s in by_judge[tag]) and None not in kinds(tag)
     assert kinds("huge-answer") == {"unparseable"}
+    assert kinds("gzip-bomb") == {"server_error"}  # read no further than 8 MiB, decoded
+    assert all("larger than 8 MiB" in (s.error or "") for s in by_judge["gzip-bomb"])
     assert "more than any judge answer" in (by_judge["huge-answer"][0].error or "")
     assert kinds("negative-usage") == kinds("absurd-usage") == {"bad_usage"}
     for sample in by_judge["missing-usage"]:  # no usage: counted, conservatively, not as free

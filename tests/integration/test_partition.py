@@ -91,8 +91,10 @@ def test_a_cut_host_loses_nothing_and_its_late_results_change_nothing(
     )
     cut_worker: list[ManagedProcess] = []
     try:
+        # The simulator's address is private: the egress policy allows it, as an operator would.
+        allowed = f"{link.host_ip}:{simulator.url.rsplit(':', 1)[1].split('/')[0]}"
         settings = settings_for(redis_server.url, f"sqlite:///{tmp_path / 'jury.db'}").model_copy(
-            update={"heartbeat_timeout_s": 4.0, "worker_concurrency": 6}
+            update={"heartbeat_timeout_s": 4.0, "worker_concurrency": 6, "egress_allow": allowed}
         )
         node = f"cut-{secrets.token_hex(3)}@localhost"
         log = tmp_path / "cut-worker.log"
@@ -110,7 +112,8 @@ def test_a_cut_host_loses_nothing_and_its_late_results_change_nothing(
             tmp_path, simulator, [{"model": "openai/balanced", "n": 2}], cache=False
         )
         sessions = session_factory(settings.database_url)
-        batch_id = submit_batch(load_batch(batch), sessions, app)
+        source = load_batch(batch, egress=settings.egress_policy())
+        batch_id = submit_batch(source, sessions, app)
         # The cut worker has stored its first samples and holds the next tasks.
         wait_for(lambda: count_batch_samples(sessions, batch_id) >= 2, 60, "first samples")
         link.set(up=False)

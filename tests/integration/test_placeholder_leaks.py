@@ -72,6 +72,11 @@ def test_planted_placeholder_values_leak_nowhere(
         "JURY_TEST_PLANTED_KEY_NAME": key_name,
         key_name: f"sk-key-{secrets.token_hex(12)}",
     }
+    # The egress policy lets the planted values go to the simulator, on loopback, as an
+    # operator lists them (docs/limits-and-security.md); they would go nowhere else.
+    listed = ("JURY_TEST_PLANTED_BASE", "JURY_TEST_PLANTED_TAG", key_name)
+    key_hosts = {**settings.key_hosts, **{name: ["loopback"] for name in listed}}
+    settings = settings.model_copy(update={"key_hosts": key_hosts})
     [worker] = start_workers(settings, **planted)
     watched_by_flower(server, settings, worker)
 

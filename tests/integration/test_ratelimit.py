@@ -29,7 +29,7 @@ from jury.schemas.batch import Judge
 from jury.settings import Settings
 from jury.store.engine import session_factory
 from jury.store.repository import batch_status
-from jury.worker.calls.llm_client import header_duration
+from jury.worker.calls.llm_errors import header_duration
 from jury.worker.judging.judge_calls import ReplyLike
 from jury.worker.limits.gating import Deferred, GatedCall, endpoint_rate_key, holding_slot, rate_key
 from jury.worker.limits.ratelimit import (

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from jury.cli.main import jury as cli
 from jury.local.services import ManagedProcess
-from jury.worker.calls.llm_client import classify_error
+from jury.worker.calls.llm_errors import classify_error
 from tests.conftest import WorkerStarter, settings_for, worker_env
 from tests.integration.test_cli import jury
 from tests.integration.test_pipeline import write_batch

@@ -11,6 +11,7 @@ import secrets
 import time
 from collections import Counter
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 import yaml
@@ -80,17 +81,21 @@ def write_batch(folder: Path, server_url: str) -> Path:
 def test_every_sample_judged_or_failed_by_the_model(
     tmp_path: Path, redis_url: str, llama_server: ManagedProcess, start_workers: WorkerStarter
 ) -> None:
-    # Default settings but for the queue and the database: what a user's worker runs with.
+    # Default settings but for the queue, the database and the server's address allowed
+    # (docs/limits-and-security.md): what a user's worker runs with.
     settings = Settings(
         broker_url=redis_url,
         database_url=f"sqlite:///{tmp_path / 'jury.db'}",
         queue=f"jury-real-{secrets.token_hex(4)}",
+        egress_allow=urlsplit(llama_server.url).netloc,
     )
     start_workers(settings, count=2)
     sessions = session_factory(settings.database_url)
     started = time.monotonic()
     batch_id = submit_batch(
-        load_batch(write_batch(tmp_path, llama_server.url)), sessions, create_producer_app(settings)
+        load_batch(write_batch(tmp_path, llama_server.url), egress=settings.egress_policy()),
+        sessions,
+        create_producer_app(settings),
     )
     status = follow_batch(sessions, batch_id, Console(quiet=True), timeout=BATCH_DEADLINE_S)
     wall_s = time.monotonic() - started

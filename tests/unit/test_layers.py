@@ -65,6 +65,8 @@ def test_imports_run_down_the_layers(path: Path) -> None:
             continue
         if theirs in ANYWHERE or theirs == mine or theirs == "simulator":
             continue
+        if mine == "settings" and theirs == "schemas":
+            continue  # the settings build the egress policy (a schema), lazily
         if mine in ANYWHERE:
             assert theirs in ANYWHERE, f"{where}: {mine}.py sits below every package"
             continue

@@ -7,6 +7,10 @@ thread of its own, not on the event loop; each request gets one explicit timeout
 retries of the SDK's (the poller's own schedule is the retry); a streamed output file is read
 line by line rather than whole; and errors map onto jury's transient/permanent kinds here,
 with the key redacted, in one small module.
+
+Every request passes the workers' egress policy (jury.worker.calls.guarded_transport): the
+key goes only where JURY_KEY_HOSTS lets it, no redirect is followed, and each reply is read up
+to a bound (an output file's lines one at a time, each up to MAX_LINE_BYTES).
 """
 
 from __future__ import annotations
@@ -19,41 +23,55 @@ from typing import Any
 
 import httpx
 
-from jury.errors import PermanentJudgeError, TransientJudgeError
+from jury.errors import EgressRefused, PermanentJudgeError, TransientJudgeError
 from jury.schemas.batch import Judge
-from jury.schemas.placeholders import call_settings, redact
+from jury.schemas.egress import EgressPolicy, plan_model_call
+from jury.schemas.placeholders import call_settings, redact, taken_variables
 from jury.schemas.provider_batches import COMPLETIONS_ENDPOINT, METADATA_KEY
+from jury.worker.calls.egress_guard import CallGuard, call_key, environment_policy
+from jury.worker.calls.guarded_transport import REPLY_LIMIT, GuardedSyncTransport, ReplyRefused
 
 OPENAI_BASE = "https://api.openai.com/v1"
-PLACEHOLDER_KEY = "no-key-needed"
 TIMEOUT_S = 120.0
+# An output file is read as a stream, a line at a time: each line (one request's answer) at
+# most this long, the whole file at most MAX_FILE_BYTES.
+MAX_LINE_BYTES = 8 * 1024 * 1024
+MAX_FILE_BYTES = 16 * 1024**3
+
+
+def endpoint_address(judge: Judge) -> tuple[str, str]:
+    """The base URL a judge's batches go to and the model name the provider knows."""
+    expanded, _ = call_settings(judge, os.environ)
+    return (expanded.api_base or OPENAI_BASE).rstrip("/"), expanded.model.removeprefix("openai/")
 
 
 @dataclass(frozen=True)
 class Endpoint:
-    """Where a judge's batches go, and the model name the provider knows."""
+    """Where a judge's batches go, the model name the provider knows, and the key that goes
+    with them, as the egress policy allows (`guard`: what every request is checked against)."""
 
     base: str
     key: str
     model: str
     secrets: tuple[str, ...]
+    guard: CallGuard
 
     @classmethod
-    def of(cls, judge: Judge) -> Endpoint:
-        expanded, secrets = call_settings(judge, os.environ)
-        if expanded.api_key_env:
-            key = os.environ.get(expanded.api_key_env, "")
-            if not key:
-                raise PermanentJudgeError(
-                    f"environment variable {expanded.api_key_env} (api_key_env of judge "
-                    f"{judge.name}) is not set on this worker",
-                    kind="missing_key",
-                )
-        else:
-            key = os.environ.get("OPENAI_API_KEY") or PLACEHOLDER_KEY
-        model = expanded.model.removeprefix("openai/")
-        base = (expanded.api_base or OPENAI_BASE).rstrip("/")
-        return cls(base, key, model, (key, *secrets))
+    def of(cls, judge: Judge, egress: EgressPolicy | None = None) -> Endpoint:
+        """EgressRefused when the policy refuses the endpoint or its key; PermanentJudgeError
+        when the key's variable is unset."""
+        env = os.environ
+        placeholders = (*taken_variables(judge.model, env), *taken_variables(judge.api_base, env))
+        expanded, secrets = call_settings(judge, env)
+        base, model = endpoint_address(judge)
+        policy = egress or environment_policy()
+        what = f"judge {judge.name} (Batch API)"
+        try:
+            call = plan_model_call(policy, what, "openai", base, expanded.api_key_env, placeholders)
+        except EgressRefused as exc:  # the base's host may be a placeholder's value
+            raise EgressRefused(redact(str(exc), secrets)) from None
+        key = call_key(call, expanded.api_key_env, what) or ""
+        return cls(base, key, model, (key, *secrets), CallGuard(policy, call.carried, what))
 
 
 def request_line(custom_id: str, endpoint: Endpoint, params: dict[str, Any], messages: Any) -> str:
@@ -69,7 +87,8 @@ class BatchClient:
 
     def __init__(self, endpoint: Endpoint, client: httpx.Client | None = None) -> None:
         self.endpoint = endpoint
-        self.client = client or httpx.Client(timeout=TIMEOUT_S)
+        transport = GuardedSyncTransport(httpx.HTTPTransport(), endpoint.guard)
+        self.client = client or httpx.Client(timeout=TIMEOUT_S, transport=transport)
 
     def _send(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
         headers = {"Authorization": f"Bearer {self.endpoint.key}"}
@@ -79,6 +98,8 @@ class BatchClient:
         except httpx.HTTPError as exc:
             message = redact(f"{type(exc).__name__}: {exc}", self.endpoint.secrets)
             raise TransientJudgeError(message, kind="connection") from None
+        except ReplyRefused as exc:
+            raise TransientJudgeError(f"{method} {path}: {exc}", kind="server_error") from None
         if response.status_code >= 400:
             message = redact(
                 f"{method} {path}: {response.status_code} {response.text[:300]}",
@@ -135,18 +156,40 @@ class BatchClient:
             return
         url = f"{self.endpoint.base}/files/{file_id}/content"
         headers = {"Authorization": f"Bearer {self.endpoint.key}"}
+        whole = {REPLY_LIMIT: MAX_FILE_BYTES}
         try:
-            with self.client.stream("GET", url, headers=headers) as response:
+            with self.client.stream("GET", url, headers=headers, extensions=whole) as response:
                 if response.status_code >= 400:
                     raise TransientJudgeError(
                         f"GET file {file_id}: {response.status_code}", kind="server_error"
                     )
-                for text in response.iter_lines():
+                for text in bounded_lines(response.iter_bytes(), MAX_LINE_BYTES):
                     if text.strip():
                         yield json.loads(text)
         except httpx.HTTPError as exc:
             message = redact(f"{type(exc).__name__}: {exc}", self.endpoint.secrets)
             raise TransientJudgeError(message, kind="connection") from None
+        except ReplyRefused as exc:
+            raise TransientJudgeError(f"GET file {file_id}: {exc}", kind="server_error") from None
 
     def close(self) -> None:
         self.client.close()
+
+
+def bounded_lines(chunks: Iterator[bytes], max_line: int) -> Iterator[bytes]:
+    """The lines of a stream of bytes; a line longer than `max_line` fails the reading
+    (TransientJudgeError) rather than filling the memory."""
+    pending = bytearray()
+    for chunk in chunks:
+        first, *rest = chunk.split(b"\n")
+        pending += first
+        for line in rest:
+            yield bytes(pending)
+            pending = bytearray(line)
+        if len(pending) > max_line:
+            raise TransientJudgeError(
+                f"a line of the output file is longer than {max_line >> 20} MiB",
+                kind="server_error",
+            )
+    if pending:
+        yield bytes(pending)

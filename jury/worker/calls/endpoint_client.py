@@ -4,9 +4,14 @@ Every way the call can fail (a connection refused, a timeout, an HTTP error stat
 that is not JSON, nothing at the answer path) becomes the answer text, marked by its kind, as
 the LLM judge evaluator captures an API error and has it judged. The endpoint is not trusted:
 `timeout_s` bounds the whole call, however slowly its reply trickles in, and a reply is read
-up to MAX_REPLY_BYTES, never whole. `${VAR}` placeholders in the
-URL and headers are expanded here, in the worker's environment, and kept out of any text
-stored.
+up to MAX_REPLY_BYTES, decoded, never whole. `${VAR}` placeholders in the URL and headers
+are expanded here, in the worker's environment, and kept out of any text stored.
+
+The egress policy (jury.schemas.egress) is the worker's, not the batch's: the endpoint is
+reached only if the operator allows its host (loopback and private addresses are not, by
+default), a placeholder takes only a variable allowed to go there, and a redirect is never
+followed (jury.worker.calls.guarded_transport). A refusal is the answer, kind
+`egress_refused`, and nothing is sent.
 """
 
 from __future__ import annotations
@@ -18,37 +23,58 @@ import time
 
 import httpx
 
+from jury.errors import EgressRefused
 from jury.schemas.candidates import (
     AnswerNotFound,
     HTTPCandidate,
     answer_at,
+    endpoint_variables,
     error_answer,
     fill_body,
 )
+from jury.schemas.egress import EgressPolicy, plan_endpoint_call
 from jury.schemas.placeholders import PlaceholderError, expand_text, redact
 from jury.store.generations import Generation
+from jury.worker.calls.egress_guard import CallGuard, environment_policy
+from jury.worker.calls.guarded_transport import (
+    MAX_REPLY_BYTES,
+    GuardedTransport,
+    ReplyRefused,
+)
 
 # How much of an error reply's body is kept in the answer text.
 ERROR_BODY_CHARS = 500
-# The most of a reply read: an answer is cut at MAX_ANSWER_CHARS (up to 4 bytes each) anyway.
-MAX_REPLY_BYTES = 8 * 1024 * 1024
 
 
-class ReplyTooLarge(Exception):
-    pass
+def endpoint_guard(candidate: HTTPCandidate, url: str, egress: EgressPolicy) -> CallGuard:
+    """The candidate's call as the policy allows it (EgressRefused otherwise): its URL's host
+    may be reached, and every variable its URL and headers take may go there. The addresses
+    are checked at the request, by the transport."""
+    what = f"candidate {candidate.name}"
+    carried = endpoint_variables(candidate, os.environ)
+    plan_endpoint_call(egress, what, url, carried)
+    return CallGuard(egress, carried, what)
 
 
-async def ask_endpoint(candidate: HTTPCandidate, text: str) -> Generation:
+async def ask_endpoint(
+    candidate: HTTPCandidate, text: str, egress: EgressPolicy | None = None
+) -> Generation:
     """The endpoint's answer to `text`, or its failure as the answer; never raises for the
-    endpoint's sake."""
+    endpoint's sake. `egress`: the worker's policy (its runtime passes it), else this
+    process's environment's."""
     try:
         url, headers, secrets = _expanded(candidate)
     except PlaceholderError as exc:
         return _failed(candidate, "missing_env", f"{exc} on this worker", 0.0)
+    try:
+        guard = endpoint_guard(candidate, url, egress or environment_policy())
+    except EgressRefused as exc:  # the URL's host may be a placeholder's value
+        return _failed(candidate, exc.kind, redact(str(exc), secrets), 0.0)
     body = None if candidate.method == "GET" else fill_body(candidate.body, text)
+    transport = GuardedTransport(httpx.AsyncHTTPTransport(), guard)
     started = time.perf_counter()
     try:
-        async with httpx.AsyncClient(timeout=candidate.timeout_s) as client:
+        async with httpx.AsyncClient(timeout=candidate.timeout_s, transport=transport) as client:
             # httpx's timeout bounds each read; the deadline bounds the exchange, trickle or
             # not (the client's own setup, an SSL context, is not the endpoint's time).
             async with asyncio.timeout(candidate.timeout_s):
@@ -56,9 +82,10 @@ async def ask_endpoint(candidate: HTTPCandidate, text: str) -> Generation:
     except (TimeoutError, httpx.TimeoutException):
         detail = f"no answer within timeout_s={candidate.timeout_s:g} s"
         return _failed(candidate, "timeout", detail, _ms(started))
-    except ReplyTooLarge:
-        detail = f"the reply is larger than {MAX_REPLY_BYTES // (1024 * 1024)} MiB"
-        return _failed(candidate, "too_large", detail, _ms(started))
+    except ReplyRefused as exc:
+        return _failed(candidate, "too_large", str(exc), _ms(started))
+    except EgressRefused as exc:  # a redirect, or a name that resolved where it may not go
+        return _failed(candidate, exc.kind, redact(str(exc), secrets), _ms(started))
     except httpx.HTTPError as exc:
         detail = redact(f"{type(exc).__name__}: {exc}", secrets)
         return _failed(candidate, "connection", detail, _ms(started))
@@ -86,17 +113,16 @@ async def _exchange(
     headers: dict[str, str],
     body: object,
 ) -> tuple[int, bytes]:
-    """The reply's status and body, read in chunks up to MAX_REPLY_BYTES."""
+    """The reply's status and body, decoded up to MAX_REPLY_BYTES (by the transport)."""
     request = client.build_request(candidate.method, url, headers=headers, json=body)
     reply = await client.send(request, stream=True)
     try:
         content = bytearray()
-        async for chunk in reply.aiter_bytes():  # decoded: a gzip reply counts unzipped
+        async for chunk in reply.aiter_bytes():
             content += chunk
-            if len(content) > MAX_REPLY_BYTES:
-                raise ReplyTooLarge
     finally:
         await reply.aclose()
+    assert len(content) <= MAX_REPLY_BYTES
     return reply.status_code, bytes(content)
 
 

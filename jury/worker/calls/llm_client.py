@@ -11,7 +11,6 @@ import contextlib
 import functools
 import logging
 import os
-import re
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -19,13 +18,21 @@ from typing import Any
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # never fetch prices at import
 
 import litellm
-from litellm import exceptions as llm_errors
 
-from jury.errors import PermanentJudgeError, TransientJudgeError
+from jury.errors import EgressRefused, TransientJudgeError
 from jury.schemas.batch import Judge
-from jury.schemas.placeholders import call_settings, redact
+from jury.schemas.egress import EgressPolicy, ModelCall, plan_model_call
+from jury.schemas.placeholders import call_settings, redact, taken_variables
+from jury.worker.calls.egress_guard import CallGuard, call_key, environment_policy, guarding
+from jury.worker.calls.litellm_http import install_send_hook
+from jury.worker.calls.llm_errors import (
+    classify_error,
+    header_duration,
+    header_int,
+    withheld_hint,
+)
 from jury.worker.calls.openai_wire import REPORTED_USAGE, register_wire, wire_model, wire_price
-from jury.worker.calls.send_wait import at_http_send, pending_wait, waiting_at_send
+from jury.worker.calls.send_wait import pending_wait, waiting_at_send
 from jury.worker.calls.usage import checked_cost, checked_usage
 
 litellm.suppress_debug_info = True
@@ -33,10 +40,6 @@ litellm.telemetry = False
 # LiteLLM logs every call at INFO; a worker doing thousands a minute keeps only its warnings.
 for _name in ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy", "httpx"):
     logging.getLogger(_name).setLevel(logging.WARNING)
-
-# Local OpenAI-compatible servers (vLLM, Ollama, the simulator) ignore the key but the OpenAI
-# SDK insists on one.
-PLACEHOLDER_KEY = "no-key-needed"
 
 
 @dataclass(frozen=True)
@@ -53,30 +56,6 @@ class LLMReply:
     reset_requests_s: float | None = None
 
 
-_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
-_UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
-
-
-def header_duration(headers: Any, name: str) -> float | None:
-    """A duration header as OpenAI writes them (`12ms`, `1s`, `6m0s`), in seconds."""
-    if not hasattr(headers, "get"):
-        return None
-    value = headers.get(f"llm_provider-{name}", headers.get(name))
-    parts = _DURATION_PART.findall(str(value)) if value is not None else []
-    return sum(float(n) * _UNIT_S[unit] for n, unit in parts) if parts else None
-
-
-def _header_int(headers: Any, name: str) -> int | None:
-    """An integer rate-limit header, as LiteLLM passes the provider's headers on."""
-    if not hasattr(headers, "get"):
-        return None
-    value = headers.get(f"llm_provider-{name}", headers.get(name))
-    try:
-        return int(value) if value is not None else None
-    except (TypeError, ValueError):
-        return None
-
-
 @functools.lru_cache(maxsize=256)
 def supports_json_mode(model: str) -> bool:
     try:
@@ -91,8 +70,9 @@ def sampling_params(judge: Judge) -> dict[str, Any]:
     line send the same, so that both are the same call: the result cache serves either's
     answer to the other (jury.worker.judging.result_cache)."""
     params: dict[str, Any] = {"temperature": judge.temperature, "max_tokens": judge.max_tokens}
-    # A candidate generating an output (worker.generation) is asked for free text.
-    if getattr(judge, "json_answer", True) and supports_json_mode(judge.model):
+    # A candidate generating an output (worker.generation) is asked for free text; its class
+    # says so (a missing attribute costs pydantic ~25 µs to report, at every call).
+    if getattr(type(judge), "json_answer", True) and supports_json_mode(judge.model):
         params["response_format"] = {"type": "json_object"}
     return params
 
@@ -129,78 +109,27 @@ def price_unpriced_model(model: str) -> bool:
     return True
 
 
-def resolve_api_key(judge: Judge) -> str | None:
-    """The judge's key, read from the environment at call time; it goes nowhere else."""
-    if judge.api_key_env:
-        key = os.environ.get(judge.api_key_env)
-        if not key:
-            raise PermanentJudgeError(
-                f"environment variable {judge.api_key_env} (api_key_env of judge {judge.name}) "
-                "is not set on this worker",
-                kind="missing_key",
-            )
-        return key
-    if judge.api_base and judge.model.startswith("openai/"):
-        return os.environ.get("OPENAI_API_KEY") or PLACEHOLDER_KEY
-    return None  # LiteLLM reads the provider's usual variable
+def caller(judge: Judge) -> str:
+    """What the call is for, in messages: a judge, or a candidate generating an answer (its
+    class says so: a missing attribute costs pydantic ~25 µs to report)."""
+    return f"{'judge' if getattr(type(judge), 'json_answer', True) else 'candidate'} {judge.name}"
 
 
-def _retry_after(exc: Exception) -> float | None:
-    """Seconds the provider asked us to wait. LiteLLM keeps the provider's headers in
-    `litellm_response_headers`; its rebuilt `response` may carry none."""
-    sources: tuple[Any, ...] = (
-        getattr(exc, "litellm_response_headers", None),
-        getattr(getattr(exc, "response", None), "headers", None),
-        getattr(exc, "headers", None),
+def model_call(judge: Judge, placeholders: tuple[str, ...], egress: EgressPolicy) -> ModelCall:
+    """What the (expanded) judge's call may carry, and where (EgressRefused otherwise):
+    `placeholders`, the variables its model and api_base took from the environment."""
+    return _planned(
+        egress,
+        caller(judge),
+        _provider(judge.model),
+        judge.api_base,
+        judge.api_key_env,
+        placeholders,
     )
-    for headers in sources:
-        if not hasattr(headers, "get"):
-            continue
-        # Retry-After is whole seconds; the request window's reset, when the provider sends
-        # it, says to the millisecond when a slot frees: a one-second window's 429 then costs
-        # the cluster a few milliseconds of quota, not a second.
-        reset = header_duration(headers, "x-ratelimit-reset-requests")
-        value = headers.get("retry-after")
-        try:
-            after = max(0.0, float(value)) if value is not None else None
-        except ValueError:
-            after = None  # an HTTP date; rare from LLM providers, and backoff still applies
-        known = [wait for wait in (after, reset) if wait is not None]
-        if known:
-            return min(known)
-    return None
 
 
-def classify_error(
-    exc: Exception, secret: str | None = None, placeholder_values: tuple[str, ...] = ()
-) -> Exception:
-    """Map a LiteLLM/OpenAI exception onto jury's transient/permanent errors; the key and
-    the values placeholders took from the environment are redacted from its message."""
-    secrets = (secret, *placeholder_values) if secret else placeholder_values
-    message = redact(f"{type(exc).__name__}: {exc}", secrets)[:500]
-    if isinstance(exc, llm_errors.RateLimitError):
-        return TransientJudgeError(message, kind="rate_limited", retry_after=_retry_after(exc))
-    if isinstance(exc, llm_errors.Timeout):
-        return TransientJudgeError(message, kind="timeout")
-    if isinstance(exc, llm_errors.APIConnectionError):
-        return TransientJudgeError(message, kind="connection")
-    if isinstance(
-        exc,
-        llm_errors.InternalServerError
-        | llm_errors.ServiceUnavailableError
-        | llm_errors.BadGatewayError,
-    ):
-        return TransientJudgeError(message, kind="server_error")
-    if isinstance(exc, llm_errors.AuthenticationError | llm_errors.PermissionDeniedError):
-        return PermanentJudgeError(message, kind="auth")
-    if isinstance(exc, llm_errors.NotFoundError):
-        return PermanentJudgeError(message, kind="not_found")
-    if isinstance(exc, llm_errors.BadRequestError | llm_errors.UnprocessableEntityError):
-        return PermanentJudgeError(message, kind="bad_request")
-    status = getattr(exc, "status_code", None)
-    if isinstance(status, int) and 400 <= status < 500 and status not in (408, 409, 429):
-        return PermanentJudgeError(message, kind="bad_request")
-    return TransientJudgeError(message, kind="provider_error")
+# One plan per kind of call, not per call: a worker makes hundreds a second.
+_planned = functools.lru_cache(maxsize=1024)(plan_model_call)
 
 
 def _sent_without_the_hook(judge: Judge) -> None:
@@ -250,25 +179,6 @@ def uses_wire(judge: Judge) -> bool:
 _UNHOOKED: set[str] = set()
 
 
-@functools.cache
-def install_send_hook() -> None:
-    """Route LiteLLM's OpenAI-compatible calls through one HTTP client whose request hook runs
-    the call's send-gate wait (jury.worker.calls.send_wait). LiteLLM wraps `litellm.aclient_session`
-    in every OpenAI SDK client it builds, when one is set, and never closes it
-    (litellm/llms/openai/common_utils.py: `_get_async_http_client`,
-    `owns_wrapped_http_client`); the session is built as LiteLLM builds its own (its aiohttp
-    transport, which follows the running event loop), with the hook added. Once per process,
-    before LiteLLM builds and caches any client."""
-    from litellm.llms.openai.common_utils import BaseOpenAILLM
-
-    if litellm.aclient_session is None:
-        litellm.aclient_session = BaseOpenAILLM._get_async_http_client()
-    session = litellm.aclient_session
-    if session is not None and at_http_send not in session.event_hooks["request"]:
-        hooks = session.event_hooks
-        session.event_hooks = {**hooks, "request": [*hooks["request"], at_http_send]}
-
-
 def warm_up() -> None:
     """Do at a worker's start what its first call would otherwise do on the way: the OpenAI
     SDK imports its ~470 resource modules at its first request (0.35 s of CPU on the
@@ -298,20 +208,37 @@ def waits_at_send(judge: Judge) -> bool:
 
 
 @functools.lru_cache(maxsize=256)
-def _openai_provider(model: str) -> bool:
+def _provider(model: str) -> str:
+    """The LiteLLM provider of `model` ("" when LiteLLM cannot tell)."""
     try:
-        return bool(litellm.get_llm_provider(model)[1] == "openai")
+        return str(litellm.get_llm_provider(model)[1])
     except Exception:
-        return False
+        return ""
 
 
-async def complete(judge: Judge, messages: list[dict[str, str]]) -> LLMReply:
-    """One chat completion for one judge; raises TransientJudgeError/PermanentJudgeError.
+def _openai_provider(model: str) -> bool:
+    return _provider(model) == "openai"
+
+
+async def complete(
+    judge: Judge, messages: list[dict[str, str]], egress: EgressPolicy | None = None
+) -> LLMReply:
+    """One chat completion for one judge; raises TransientJudgeError/PermanentJudgeError
+    (EgressRefused, when the workers' egress policy refuses it: nothing is sent).
 
     Runs on the worker process's one long-lived event loop (jury.worker.engine.loop): LiteLLM keeps
-    its HTTP sessions per loop, so a loop per call would rebuild them every time."""
-    judge, secrets = call_settings(judge, os.environ)  # ${VAR} expanded here, and only here
-    api_key = resolve_api_key(judge)
+    its HTTP sessions per loop, so a loop per call would rebuild them every time. `egress`:
+    the worker's policy (its runtime passes it), else this process's environment's."""
+    env = os.environ
+    placeholders = (*taken_variables(judge.model, env), *taken_variables(judge.api_base, env))
+    judge, secrets = call_settings(judge, env)  # ${VAR} expanded here, and only here
+    policy = egress or environment_policy()
+    try:
+        call = model_call(judge, placeholders, policy)
+    except EgressRefused as exc:  # an api_base's host may be a placeholder's value
+        raise EgressRefused(redact(str(exc), secrets)) from None
+    what = caller(judge)
+    api_key = call_key(call, judge.api_key_env, what)
     kwargs: dict[str, Any] = {
         "model": judge.model,
         "messages": messages,
@@ -338,8 +265,10 @@ async def complete(judge: Judge, messages: list[dict[str, str]]) -> LLMReply:
         # timeout bounds each read, so a server trickling its answer would never time out.
         # asyncio.timeout, not wait_for: the same deadline without a second task per call.
         async with asyncio.timeout(judge.timeout_s) as deadline:
+            guarded = guarding(CallGuard(policy, call.carried, what))
             if gate is None:
-                response = await litellm.acompletion(**kwargs)
+                with guarded:
+                    response = await litellm.acompletion(**kwargs)
             else:
 
                 async def gate_then_send() -> None:
@@ -350,7 +279,7 @@ async def complete(judge: Judge, messages: list[dict[str, str]]) -> LLMReply:
                     deadline.reschedule(asyncio.get_running_loop().time() + judge.timeout_s)
                     started = time.perf_counter()
 
-                with waiting_at_send(gate_then_send):
+                with guarded, waiting_at_send(gate_then_send):
                     response = await litellm.acompletion(**kwargs)
                     if pending_wait() is not None:
                         _sent_without_the_hook(judge)
@@ -359,7 +288,7 @@ async def complete(judge: Judge, messages: list[dict[str, str]]) -> LLMReply:
             f"no complete answer within timeout_s={judge.timeout_s:g} s", kind="timeout"
         ) from None
     except Exception as exc:
-        raise classify_error(exc, api_key, secrets) from None
+        raise withheld_hint(classify_error(exc, api_key, secrets), call) from None
     latency_ms = (time.perf_counter() - started) * 1000
     choice = response.choices[0] if response.choices else None
     text = getattr(getattr(choice, "message", None), "content", None) or ""
@@ -374,8 +303,8 @@ async def complete(judge: Judge, messages: list[dict[str, str]]) -> LLMReply:
         completion_tokens=completion_tokens,
         cost_usd=checked_cost(_cost(judge, prompt_tokens, completion_tokens, response, wired)),
         latency_ms=latency_ms,
-        limit_requests=_header_int(headers, "x-ratelimit-limit-requests"),
-        remaining_requests=_header_int(headers, "x-ratelimit-remaining-requests"),
+        limit_requests=header_int(headers, "x-ratelimit-limit-requests"),
+        remaining_requests=header_int(headers, "x-ratelimit-remaining-requests"),
         reset_requests_s=header_duration(headers, "x-ratelimit-reset-requests"),
     )
 

@@ -21,7 +21,11 @@ What the wire keeps of the OpenAI SDK's behaviour, and what it adds:
 - the reply's rate-limit headers on the response, where LiteLLM puts them
   (`_hidden_params["additional_headers"]`), and its usage;
 - a reply read up to MAX_REPLY_BYTES, never whole: a hostile server cannot fill the
-  worker's memory. The call's deadline is jury's (llm_client: `timeout_s` over the call).
+  worker's memory (aiohttp inflates a compressed body a step at a time, at most 256 KiB per
+  step in aiohttp 3.14's `DeflateBuffer`). The call's deadline is jury's (llm_client:
+  `timeout_s` over the call);
+- the egress policy: the request goes only where the call's guard allows
+  (jury.worker.calls.egress_guard), to the address it checked; a redirect is never followed.
 
 LiteLLM's aiohttp_openai provider was tried first: it drops the usage (0 tokens) and turns
 a 429 into a 500 without its Retry-After, so jury could neither bill nor pace with it.
@@ -42,7 +46,16 @@ from litellm import CustomLLM
 from litellm import exceptions as llm_errors
 from litellm.types.utils import Choices, Message, ModelResponse, Usage
 
-from jury.worker.calls.endpoint_client import ERROR_BODY_CHARS, MAX_REPLY_BYTES, ReplyTooLarge
+from jury.worker.calls.egress_guard import (
+    REDIRECT_STATUSES,
+    connect_address,
+    current_guard,
+    host_header,
+    redirect_refused,
+    request_destination,
+)
+from jury.worker.calls.endpoint_client import ERROR_BODY_CHARS
+from jury.worker.calls.guarded_transport import MAX_REPLY_BYTES, ReplyTooLarge
 from jury.worker.calls.send_wait import at_http_send
 
 PROVIDER = "jury_openai"
@@ -127,7 +140,7 @@ async def _read_bounded(reply: aiohttp.ClientResponse) -> bytes:
     async for chunk in reply.content.iter_any():
         content += chunk
         if len(content) > MAX_REPLY_BYTES:
-            raise ReplyTooLarge
+            raise ReplyTooLarge(f"the server's reply is larger than {MAX_REPLY_BYTES >> 20} MiB")
     return bytes(content)
 
 
@@ -213,6 +226,20 @@ def _reply(data: Any, model_response: ModelResponse, model: str) -> ModelRespons
     return model_response
 
 
+@functools.lru_cache(maxsize=1024)
+def _url_parts(url: str) -> tuple[str, str, int | None]:
+    """A request URL's scheme, host and port, as httpx reads them; the api_base passed the
+    policy's strict parsing first (jury.schemas.egress_hosts), so aiohttp reads it alike.
+    Cached: ~36 µs a parse, at every call."""
+    parsed = httpx.URL(url)
+    return parsed.scheme, parsed.raw_host.decode("ascii"), parsed.port
+
+
+@functools.lru_cache(maxsize=1024)
+def _pinned_url(url: str, address: str) -> str:
+    return str(httpx.URL(url).copy_with(host=address))
+
+
 class OpenAICompatibleWire(CustomLLM):
     """LiteLLM's custom provider `jury_openai`: one chat completion over aiohttp."""
 
@@ -252,9 +279,28 @@ class OpenAICompatibleWire(CustomLLM):
             },
         )
         session = _session()
-        await at_http_send(None)  # the send gate's wait, if the caller left one
+        guard = current_guard()
+        scheme, host, port = _url_parts(url)
+        dest = request_destination(guard, scheme, host, port)
+        server_hostname = None
+        target = url
         try:
-            async with session.post(url, json=body, headers=request_headers) as reply:
+            address = await connect_address(guard, dest)
+            if address is not None and dest.address is None:  # pinned: see egress_guard
+                request_headers["Host"] = host_header(dest)
+                server_hostname = dest.host if dest.scheme == "https" else None
+                target = _pinned_url(url, str(address))
+            await at_http_send(None)  # the send gate's wait, if the caller left one
+            async with session.post(
+                target,
+                json=body,
+                headers=request_headers,
+                allow_redirects=False,
+                server_hostname=server_hostname,
+            ) as reply:
+                if reply.status in REDIRECT_STATUSES:
+                    location = reply.headers.get("Location", "")
+                    raise redirect_refused(guard, dest, reply.status, location)
                 content = await _read_bounded(reply)
                 status, kept = reply.status, _kept_headers(reply.headers)
         except ReplyTooLarge:

@@ -44,7 +44,7 @@ from jury.settings import judge_lanes
 from jury.store import provider_batches as store
 from jury.store.cache import CacheEntry
 from jury.store.samples import SampleWrite
-from jury.worker.calls.batch_client import BatchClient, Endpoint, request_line
+from jury.worker.calls.batch_client import BatchClient, Endpoint, endpoint_address, request_line
 from jury.worker.calls.batch_lines import (
     BatchReply,
     Recorded,
@@ -67,7 +67,9 @@ POLL_MAX_S = 60.0
 # Stored in one transaction at a time.
 STORE_CHUNK = 500
 # Error kinds another attempt would not change.
-PERMANENT_KINDS = frozenset({"bad_request", "auth", "not_found", "missing_key", "internal"})
+PERMANENT_KINDS = frozenset(
+    {"bad_request", "auth", "not_found", "missing_key", "missing_env", "egress_refused", "internal"}
+)
 
 
 class ProviderBatches:
@@ -101,7 +103,7 @@ class ProviderBatches:
             client.delete(key)
 
     def _client(self, judge: Judge) -> BatchClient:
-        endpoint = Endpoint.of(judge)
+        endpoint = Endpoint.of(judge, self.runtime.egress)
         if endpoint not in self.clients:
             self.clients[endpoint] = BatchClient(endpoint)
         return self.clients[endpoint]
@@ -137,13 +139,14 @@ class ProviderBatches:
             self._unlock("submit")
 
     def _intent(self, batch_id: str, judge: Judge) -> dict[str, Any]:
-        endpoint = Endpoint.of(judge)
+        # Where, not with which key: a key the policy refuses fails the requests at the send.
+        base, model = endpoint_address(judge)
         return {
             "id": f"jpb-{uuid.uuid4().hex}",
             "batch_id": batch_id,
             "judge": judge.name,
-            "model": endpoint.model,
-            "api_base": endpoint.base,
+            "model": model,
+            "api_base": base,
             "key_env": judge.api_key_env or "",
         }
 

@@ -137,7 +137,7 @@ async def answer(
         # Waited for in the loop, as an LLM candidate's slot: a generation is never parked.
         limits = Limits(rpm=candidate.rpm, max_in_flight=candidate.max_in_flight)
         async with holding_slot(runtime.limiter, endpoint_rate_key(candidate.url), limits):
-            return await ask_endpoint(candidate, text)
+            return await ask_endpoint(candidate, text, runtime.egress)
     model = answering_model(candidate)
 
     async def call_when_allowed(judge: Judge, messages: list[dict[str, str]]) -> ReplyLike:

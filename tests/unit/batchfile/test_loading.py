@@ -117,6 +117,14 @@ def test_items_path_is_relative_to_the_batch_file(tmp_path: Path) -> None:
 # --- ${VAR} placeholders: stored as written, checked expanded ------------------------------
 
 
+@pytest.fixture(autouse=True)
+def plain_test_variables(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The egress policy (jury.schemas.egress): the variables these batches' placeholders
+    take hold no secret, and the addresses they name may be reached."""
+    monkeypatch.setenv("JURY_PLAIN_VARS", "JURY_TEST_SIM_URL JURY_TEST_HOST")
+    monkeypatch.setenv("JURY_EGRESS_ALLOW", "loopback 10.0.0.5:9000")
+
+
 def write_env_batch(tmp_path: Path, api_base: str) -> Path:
     path = tmp_path / "batch.yaml"
     path.write_text(

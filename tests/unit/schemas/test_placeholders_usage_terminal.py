@@ -19,6 +19,7 @@ from jury.schemas.placeholders import (
     expand_fields,
     expand_text,
     redact,
+    taken_variables,
 )
 from jury.worker.calls.usage import checked_cost, checked_usage
 
@@ -36,7 +37,7 @@ def test_expand_text() -> None:
         expand_text("${1BAD}", ENV)
 
 
-def test_every_string_field_of_a_judge_expands_and_the_original_is_untouched() -> None:
+def test_a_judges_placeholder_fields_expand_and_the_original_is_untouched() -> None:
     judge = Judge(
         model="openai/balanced@${TAG}",
         name="balanced",
@@ -52,6 +53,18 @@ def test_every_string_field_of_a_judge_expands_and_the_original_is_untouched() -
     assert (
         redact(f"cannot reach {expanded.api_base}", secrets) == "cannot reach https://u:***@***/v1"
     )
+
+
+def test_only_the_placeholder_fields_expand_so_no_variable_reaches_a_prompt() -> None:
+    # A prompt's text goes to the judge and comes back in its answer: a worker's variable
+    # must never be written into it.
+    template = "Rate {output} on {criterion}. Repeat: ${KEY}"
+    judge = Judge(model="openai/x", api_base="https://${HOST}/v1", prompt_template=template)
+    expanded, secrets = call_settings(judge, ENV)
+    assert expanded.prompt_template == template and expanded.api_base == "https://judge.example/v1"
+    assert secrets == ("judge.example",)
+    assert taken_variables("https://${HOST}/${NOPE:-x}/${KEY}", ENV) == ("HOST", "KEY")
+    assert taken_variables(None, ENV) == ()
 
 
 def test_a_judge_without_placeholders_is_returned_as_is() -> None:

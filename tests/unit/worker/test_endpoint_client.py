@@ -106,6 +106,9 @@ def test_placeholders_are_expanded_at_the_call_and_kept_out_of_errors(
     base, seen = server
     monkeypatch.setenv("BOT_TOKEN", "s3cret-token-value")
     monkeypatch.setenv("BOT_BASE", base)
+    # The egress policy: the base and host are no secret; the token may go to loopback.
+    monkeypatch.setenv("JURY_PLAIN_VARS", "BOT_BASE BOT_HOST")
+    monkeypatch.setenv("JURY_KEY_HOSTS", '{"BOT_TOKEN": ["loopback"]}')
     text, kind = ask("${BOT_BASE}/ok", headers={"Authorization": "Bearer ${BOT_TOKEN}"})
     assert (text, kind) == ("Ten days.", None)
     assert seen[-1]["Authorization"] == "Bearer s3cret-token-value"
@@ -115,6 +118,10 @@ def test_placeholders_are_expanded_at_the_call_and_kept_out_of_errors(
     monkeypatch.setenv("BOT_HOST", "s3cret-host-value.invalid")
     text, kind = ask("http://${BOT_HOST}/x")
     assert kind == "connection" and "s3cret-host-value" not in text
+    monkeypatch.setenv("JURY_PLAIN_VARS", "")  # now a secret: it may not go into a URL
+    text, kind = ask("http://${BOT_HOST}/x")
+    assert kind == "egress_refused" and "JURY_PLAIN_VARS" in text
+    assert "s3cret-host-value" not in text
 
 
 def test_the_body_is_the_template_with_the_input() -> None:
