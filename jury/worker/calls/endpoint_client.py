@@ -23,7 +23,7 @@ from jury.schemas.candidates import (
     HTTPCandidate,
     answer_at,
     error_answer,
-    fill_body,
+    request_body,
 )
 from jury.schemas.placeholders import PlaceholderError, expand_text, redact
 from jury.store.generations import Generation
@@ -45,7 +45,10 @@ async def ask_endpoint(candidate: HTTPCandidate, text: str) -> Generation:
         url, headers, secrets = _expanded(candidate)
     except PlaceholderError as exc:
         return _failed(candidate, "missing_env", f"{exc} on this worker", 0.0)
-    body = None if candidate.method == "GET" else fill_body(candidate.body, text)
+    try:  # the stored batch was checked so when read; checked again by the same function
+        body = request_body(candidate, text)
+    except ValueError as exc:
+        return _failed(candidate, "bad_request", str(exc), 0.0)
     started = time.perf_counter()
     try:
         async with httpx.AsyncClient(timeout=candidate.timeout_s) as client:
