@@ -79,3 +79,9 @@ class JudgmentFailed(JuryError):
     def __init__(self, message: str, *, kind: str = "error") -> None:
         super().__init__(message)
         self.kind = kind
+
+
+class MessageRefused(JuryError):
+    """A task message that does not fit the batch as stored: forged, or left over (a batch or
+    item no longer there). It is dropped: acknowledged and never redelivered, nothing called,
+    paid or stored; the worker logs it as one line, without a traceback."""

@@ -25,6 +25,7 @@ from jury.producer.progress import Progress, RateMeter, describe, measure
 from jury.results.formats import print_summary, verdict_table
 from jury.results.labelled import read_records
 from jury.results.terminal import safe_text
+from jury.schemas.batch import BatchConfig
 from jury.schemas.outcome import failure_paragraph
 from jury.schemas.status import BatchState, BatchStatus, StoredSamples
 from jury.store.inspection import stored_samples
@@ -88,12 +89,14 @@ class Observer:
         self.meter = RateMeter()
         self._stored: StoredSamples | None = None
         self._next_count = 0.0
+        self._config: BatchConfig | None = None  # read once: its judges and dimensions never change
 
     def observe(self) -> tuple[BatchStatus, Progress]:
         status = batch_status(self.sessions, self.batch_id)
         now = time.monotonic()
         if self._stored is None or now >= self._next_count or status.status.finished:
-            self._stored = stored_samples(self.sessions, self.batch_id)
+            self._config = self._config or load_config(self.sessions, self.batch_id)
+            self._stored = stored_samples(self.sessions, self.batch_id, self._config)
             took = time.monotonic() - now
             self._next_count = now + max(POLL_S, COUNT_COST_FACTOR * took)
             self.meter.observe(now, self._stored.stored)

@@ -30,6 +30,8 @@ def create_worker_app(settings: Settings) -> Celery:
     app.conf.update(settings.celery_config())
     if transport := worker_transport(settings.broker_url):
         app.conf.broker_transport = transport
+    # A message refused before any task runs (not JSON, no such task) is one log line.
+    app.conf.worker_consumer = "jury.worker.engine.consumer:RefusingConsumer"
     lock = threading.Lock()
     holder: list[WorkerRuntime] = []
 

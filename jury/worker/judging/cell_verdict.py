@@ -14,7 +14,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from jury.errors import JuryError
+from jury.errors import JuryError, MessageRefused
 from jury.schemas.adaptive import escalation, first_round_panel, is_uncertain
 from jury.schemas.batch import BatchConfig, Judge
 from jury.schemas.calls import task_refs
@@ -22,11 +22,13 @@ from jury.schemas.output_sets import pair_names
 from jury.schemas.pair_sides import SidePair, side_scores
 from jury.schemas.pairwise import pairwise_outcome, side_pair
 from jury.schemas.results import SampleResult, Verdict
+from jury.schemas.sample_checks import counted
 from jury.schemas.tasks import CellRef, SampleRef
 from jury.store.cells import CellVerdict, save_cells
 from jury.store.escalations import is_escalated, mark_escalated
 from jury.store.samples import pair_judgments, samples_of_cells
 from jury.worker.judging.aggregation import build_verdict, cell_pass_vote
+from jury.worker.judging.message_checks import check_cell
 from jury.worker.runtime import WorkerRuntime
 
 log = logging.getLogger("jury.worker")
@@ -68,16 +70,24 @@ def aggregate_cell(runtime: WorkerRuntime, cell: CellRef) -> AggregateOutcome:
     return outcome
 
 
-def aggregate_cells(
-    runtime: WorkerRuntime, cells: Sequence[CellRef]
-) -> list[AggregateOutcome | CellIncomplete]:
+Outcome = AggregateOutcome | CellIncomplete | MessageRefused
+
+
+def aggregate_cells(runtime: WorkerRuntime, cells: Sequence[CellRef]) -> list[Outcome]:
     """The callbacks of many cells at once (the engine groups them): their samples read in
     one query, their verdicts written in one transaction. A cell missing a sample gets its
-    CellIncomplete; the others their outcome."""
-    stored = samples_of_cells(runtime.sessions, cells)
-    outcomes: list[AggregateOutcome | CellIncomplete] = []
+    CellIncomplete, a cell its batch does not have (a forged or stale message) its
+    MessageRefused; the others their outcome."""
+    runtime.read_items((cell.batch_id, cell.item_id) for cell in cells)
+    refusals = {cell: check_cell(runtime, cell) for cell in cells}
+    stored = samples_of_cells(runtime.sessions, [c for c in cells if refusals[c] is None])
+    outcomes: list[Outcome] = []
     pending: list[tuple[int, CellVerdict]] = []
     for cell in cells:
+        refusal = refusals[cell]
+        if refusal is not None:
+            outcomes.append(refusal)
+            continue
         try:
             decided = _decide(runtime, cell, stored.get(cell, []))
         except CellIncomplete as exc:
@@ -125,14 +135,16 @@ def _verdict(
     missing = [key for key in expected if key not in samples]
     if missing:
         raise CellIncomplete(cell, missing)
-    kept = [samples[key] for key in expected]
     dimension = config.dimension(cell.dimension)
+    details = pair_judgments(runtime.sessions, cell) if config.pairwise is not None else {}
+    # Only samples that could be true count (schemas.sample_checks): a row no worker of this
+    # version wrote, with a score off the scale or a cost that is not one, counts as failed.
+    kept = [counted(config, dimension, samples[key], details.get(key)) for key in expected]
     verdict = build_verdict(cell.item_id, dimension, panel, kept, config.aggregation)
     if config.pass_vote:
         verdict = verdict.model_copy(update={"pass_vote": cell_pass_vote(panel, kept)})
     if config.pairwise is not None:
         # A comparison has a winner, not a pass mark: `passed` is null.
-        details = pair_judgments(runtime.sessions, cell)
         judged = [
             (s.judge, details[(s.judge, s.sample)])
             for s in kept
