@@ -105,7 +105,12 @@ async def judge_task(
     has its calls stored as requests for a provider batch instead (unless `live`: a request the
     provider's batch failed, sent on to a live call)."""
     if judged is not None:  # judged and paid for by an earlier attempt, says the message
-        await runtime.in_store(check_carried, runtime, ref, judged)
+        try:
+            await runtime.in_store(check_carried, runtime, ref, judged)
+        except MessageRefused:
+            raise
+        except Exception as exc:  # the store is away: they are stored (and checked) later
+            raise SamplesNotStored(judged, exc) from exc
         await _store(runtime, ref, judged, None)
         return TaskOutcome(judged)
     prepared = await runtime.grouped(prepare_group).submit(ref)
