@@ -28,8 +28,9 @@ from jury.schemas.tasks import CellRef, GenerationRef, SampleRef
 MAX_REF_CHARS = 1000
 # A judge's `n` is at most 100; the index is checked against the judge's own `n` later.
 MAX_SAMPLE_INDEX = 10_000
-# A task carries at most one sample per dimension of its item.
-MAX_CARRIED_SAMPLES = 10_000
+# A task carries one sample per dimension its call scores: a combined call of more than this
+# many dimensions is no call a judge could answer.
+MAX_CARRIED_SAMPLES = 1000
 MAX_STORE_RETRIES = 1000
 # How much of a refused value the log line shows (as repr: escaped, one line).
 SHOWN_CHARS = 60
