@@ -99,6 +99,17 @@ def test_forged_messages_store_nothing_and_call_no_judge(
         cells.message(("no-such-batch", "q1", "relevance"), settings.queue),
         generations.message((BATCH, "q1", "writer"), settings.queue),
     ]
+
+    def with_body(body: object) -> str:
+        message = json.loads(judges.message((BATCH, "q1", "relevance", judge, 0), lane))
+        message["body"] = json.dumps(body)
+        return json.dumps(message)
+
+    forged += [
+        with_body(["not arguments", {}, None]),
+        with_body([[BATCH, "q1", "relevance", judge, 0], ["not", "keywords"], None]),
+        judges.message((BATCH, "q1", "relevance", judge, 0), lane, {"self": 1}),
+    ]
     genuine = judges.message((BATCH, "q1", "relevance", judge, 1), lane)
     marker = tmp_path / "unpickled"
     pickled = json.loads(judges.message((BATCH, "q1", "relevance", judge, 2), lane))
@@ -106,7 +117,14 @@ def test_forged_messages_store_nothing_and_call_no_judge(
     pickled["body"] = pickle.dumps(Exploit(marker), protocol=0).decode("ascii")
     unknown = json.loads(judges.message((BATCH, "q1", "relevance", judge, 2), lane))
     unknown["headers"]["task"] = "jury.spend_everything"
-    refused_before = [json.dumps(pickled), json.dumps(unknown)]
+    builtin = json.loads(judges.message((BATCH, "q1", "relevance", judge, 2), lane))
+    builtin["headers"]["task"] = "celery.accumulate"  # registered in every Celery app
+    refused_before = [
+        json.dumps(pickled),
+        json.dumps(unknown),
+        json.dumps(builtin),
+        with_body({"not": "a task"}),  # Celery itself could not read it: it stopped the worker
+    ]
 
     broker = BrokerRedis.from_settings(settings)
     try:

@@ -8,18 +8,22 @@ chose. Here each refusal is one line naming the message (its id and task name, q
 the message is dropped as Celery drops it. Selected with Celery's `worker_consumer` setting
 (jury.worker.app). Read in celery 5.7.0: celery/worker/consumer/consumer.py
 (`create_task_handler`, `on_unknown_message`, `on_unknown_task`, `on_invalid_task`,
-`on_decode_error`).
+`on_decode_error`) and celery/worker/request.py (`Request.__init__` unpacks the body).
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from celery import signals
 from celery.worker.consumer.consumer import Consumer
 
 from jury.schemas.task_messages import shown
+from jury.schemas.tasks import AGGREGATE_TASK, GENERATE_TASK, JUDGE_TASK
+
+JURY_TASKS = frozenset({JUDGE_TASK, AGGREGATE_TASK, GENERATE_TASK})
 
 log = logging.getLogger("jury.worker")
 
@@ -31,6 +35,34 @@ def _named(message: Any) -> str:
 
 class RefusingConsumer(Consumer):
     """Celery's consumer; its refusals of a message are one line each."""
+
+    def update_strategies(self) -> None:
+        super().update_strategies()
+        # Only jury's own tasks run. Celery's built-ins (celery.group, celery.chord_unlock,
+        # celery.accumulate, …) are registered in every app; a message naming one is refused
+        # as a task this worker does not know.
+        for name in [n for n in self.strategies if n not in JURY_TASKS]:
+            del self.strategies[name]
+
+    def create_task_handler(self, *args: Any, **kwargs: Any) -> Callable[[Any], Any]:
+        handle = super().create_task_handler(*args, **kwargs)
+        passed_on = (*self.connection_errors, *self.channel_errors)
+
+        def on_task_received(message: Any) -> Any:
+            # Celery reads a message's headers and body as it makes the task's request, and a
+            # message that does not fit (a body that is not [args, kwargs, options], a header
+            # missing) raised there, out of the consumer: "Unrecoverable error", and the
+            # worker stopped, its tasks given back. One forged message must not stop a worker:
+            # it is refused like any message Celery cannot read. A lost connection is still
+            # Celery's to handle.
+            try:
+                return handle(message)
+            except passed_on:
+                raise
+            except Exception as exc:
+                return self.on_invalid_task(None, message, exc)
+
+        return on_task_received
 
     def on_unknown_message(self, body: Any, message: Any) -> None:
         log.warning("dropped a message that is no task message (%s)", shown(message.headers))
