@@ -87,8 +87,12 @@ class CuttableProxy:
 
 
 def _reset(sock: socket.socket) -> None:
-    """Close with a reset (RST), as a server that went away leaves its clients."""
+    """Close at once, as a server that went away leaves its clients: shutdown() ends the
+    connection even while a pump thread is blocked reading it (close() alone would wait for
+    that thread), then the close sends a reset (RST)."""
     with contextlib.suppress(OSError):
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    with contextlib.suppress(OSError):
+        sock.shutdown(socket.SHUT_RDWR)
     with contextlib.suppress(OSError):
         sock.close()

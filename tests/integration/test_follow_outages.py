@@ -1,8 +1,9 @@
 """Followers ride through outages: `jury submit --wait` keeps following while PostgreSQL and
 then Redis are unreachable for a while, says so in one line each, and ends with the batch's
-true state and exit code. Real PostgreSQL and Redis, behind a TCP proxy that the test cuts
+true state and exit code. Real PostgreSQL and Redis, behind TCP proxies that the test cuts
 (every connection reset, new ones refused), as a server restart does; the worker's database
-goes through the same proxy, so it meets the outage too."""
+goes through the same proxy, so it meets the outage too. Then the worker, its Redis gone, is
+stopped: a warm shutdown that meets an error ends in one line per step."""
 
 from __future__ import annotations
 
@@ -38,11 +39,13 @@ def test_submit_wait_rides_through_a_database_and_a_redis_outage(
 ) -> None:
     database_proxy, database_url = CuttableProxy.before(postgres_url)
     redis_proxy, proxied_redis = CuttableProxy.before(redis_url)
+    worker_redis, workers_redis_url = CuttableProxy.before(redis_url)
     try:
-        # The worker reaches PostgreSQL through the proxy, Redis directly; the follower both
-        # through their proxies (the same database URL: the same store, to the diagnosis).
-        settings = settings_for(redis_url, database_url)
-        start_workers(settings)
+        # The worker reaches PostgreSQL through the proxy the follower uses (the same URL:
+        # the same store, to the diagnosis), and Redis through one of its own, cut only at
+        # the end, to stop the worker without Redis.
+        settings = settings_for(workers_redis_url, database_url)
+        (worker,) = start_workers(settings)
         mark = tag()
         batch_id, judge = f"outage-{mark}", tagged("balanced", f"outage{mark}")
         spec = {
@@ -51,7 +54,7 @@ def test_submit_wait_rides_through_a_database_and_a_redis_outage(
             "items": [{"id": f"q{i}", "output": f"answer {i}"} for i in range(ITEMS)],
         }
         batch = write_batch(tmp_path, simulator, spec)
-        follower_env = worker_env(settings.model_copy(update={"broker_url": proxied_redis}))
+        follower_env = worker_env(settings_for(proxied_redis, database_url, settings.queue))
         stderr = tmp_path / "stderr.txt"
         with stderr.open("w") as errors:
             follower = subprocess.Popen(
@@ -95,6 +98,17 @@ def test_submit_wait_rides_through_a_database_and_a_redis_outage(
         assert errors_text.count("Redis unreachable since") == 1, errors_text
         assert "Traceback" not in errors_text + out
         assert_exactly_once(settings_for(redis_url, postgres_url), batch_id)
+
+        # A warm shutdown that meets an error (Redis gone) says so in one line per step.
+        worker_redis.down()
+        assert worker.log_path is not None
+        log_path = worker.log_path
+        wait_for(lambda: "Redis unreachable" in log_path.read_text(), 30, "the worker to notice")
+        worker.process.terminate()
+        assert worker.process.wait(30) == 0
+        stopping = log_path.read_text().partition("Warm shutdown")[2]
+        assert "could not remove this worker's heartbeat: Redis unreachable" in stopping
+        assert "Traceback" not in stopping
     finally:
-        database_proxy.close()
-        redis_proxy.close()
+        for proxy in (database_proxy, redis_proxy, worker_redis):
+            proxy.close()

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from jury.local.services import ManagedProcess, start_embedded_redis, wait_for
+from jury.local.services import ManagedProcess, wait_for
 from jury.producer.publishing import create_producer_app
-from tests.conftest import launch_workers, settings_for, stop_workers, worker_env
+from tests.conftest import settings_for, stop_workers, worker_env
 
 pytestmark = pytest.mark.integration
 # The default name of a worker started without -n (other tests name theirs jury-test-…).
@@ -119,30 +119,3 @@ def test_a_worker_without_a_usable_broker_says_so_in_one_paragraph(tmp_path: Pat
     assert "Gave up after" in lines[-1] and "JURY_BROKER_WAIT" in lines[-1]
     assert all("(JURY_BROKER_URL)" in line for line in lines if "jury worker: cannot" in line)
     assert "Traceback" not in said and "celery@" not in said
-
-
-def test_a_warm_shutdown_without_redis_ends_in_one_line(tmp_path: Path, logs_dir: Path) -> None:
-    """Redis goes away under a running worker, then the worker is stopped: its stopping
-    steps meet the outage and say so in one line each, never a traceback."""
-    redis_server = start_embedded_redis(logs_dir)
-    settings = settings_for(redis_server.url, f"sqlite:///{tmp_path / 'jury.db'}")
-    try:
-        (worker,) = launch_workers(logs_dir, settings)
-    finally:
-        redis_server.stop()
-    try:
-        assert worker.log_path is not None
-        wait_for(
-            lambda: "Redis unreachable" in worker.log_tail(50),
-            30,
-            "the worker to notice",
-            poll=0.2,
-        )
-        worker.process.terminate()
-        assert worker.process.wait(30) == 0
-        log = worker.log_path.read_text(errors="replace")
-    finally:
-        stop_workers([worker])
-    stopping = log[log.index("Warm shutdown") :]
-    assert "could not remove this worker's heartbeat: Redis unreachable" in stopping
-    assert "Traceback" not in log
