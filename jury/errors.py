@@ -135,3 +135,9 @@ def ctrl_c_ends_quietly() -> None:
     main thread Python allows no handler: then nothing changes."""
     with contextlib.suppress(ValueError):
         signal.signal(signal.SIGINT, _end_now)
+
+
+class MessageRefused(JuryError):
+    """A task message that does not fit the batch as stored: forged, or left over (a batch or
+    item no longer there). It is dropped: acknowledged and never redelivered, nothing called,
+    paid or stored; the worker logs it as one line, without a traceback."""

@@ -81,6 +81,7 @@ _ENV_NAMES: dict[str, str] = {
     "sweep_interval_s": "JURY_SWEEP_INTERVAL",
     "broker_transport_options": "JURY_BROKER_TRANSPORT_OPTIONS",
     "broker_use_ssl": "JURY_BROKER_USE_SSL",
+    "broker_wait_s": "JURY_BROKER_WAIT",
     "worker_concurrency": "JURY_WORKER_CONCURRENCY",
     "worker_pool": "JURY_WORKER_POOL",
     "heartbeat_timeout_s": "JURY_HEARTBEAT_TIMEOUT",
@@ -188,6 +189,9 @@ class Settings(BaseModel):
     # Celery's `broker_use_ssl` for a rediss:// URL, e.g. {"ssl_cert_reqs": "required",
     # "ssl_ca_certs": "/etc/ssl/ca.pem"}. JSON in the environment.
     broker_use_ssl: dict[str, Any] | None = None
+    # How long a starting worker waits for Redis to answer (one line per attempt) before it
+    # gives up and exits non-zero; 0: one attempt.
+    broker_wait_s: float = Field(default=120.0, ge=0, le=86_400)
     # Judge tasks one worker process holds in flight at once (Celery's prefetch window): each
     # is a coroutine on the process's event loop, waiting on the network.
     worker_concurrency: int = Field(default=256, gt=0)
@@ -278,6 +282,12 @@ class Settings(BaseModel):
                     "is allowed (os, subprocess, builtins, shutil and the like)"
                 )
         return value
+
+    def broker_url_source(self) -> str:
+        """Where broker_url came from, as a message about the broker names it."""
+        if "broker_url" in self.model_fields_set:
+            return "JURY_BROKER_URL"
+        return "the default, as JURY_BROKER_URL is unset"
 
     @property
     def all_queues(self) -> list[str]:

@@ -46,7 +46,7 @@ class BrokerRedis:
     @classmethod
     def from_settings(cls, settings: Settings, socket_timeout: float = 10) -> BrokerRedis:
         config = settings.celery_config()
-        return cls.from_celery_config(config, socket_timeout)
+        return cls.from_celery_config(config, socket_timeout, settings.broker_url_source())
 
     @classmethod
     def from_app(cls, app: Celery, socket_timeout: float = 10) -> BrokerRedis:
@@ -54,25 +54,25 @@ class BrokerRedis:
         return cls.from_celery_config(app.conf, socket_timeout)
 
     @classmethod
-    def from_celery_config(cls, config: Mapping[str, Any], socket_timeout: float) -> BrokerRedis:
+    def from_celery_config(
+        cls, config: Mapping[str, Any], socket_timeout: float, source: str = "JURY_BROKER_URL"
+    ) -> BrokerRedis:
+        """`source`: where the broker URL came from, as the errors name it."""
         options = dict(config.get("broker_transport_options") or {})
+        if problem := broker_kind_problem(str(config["broker_url"]), source):
+            raise ConfigurationError(problem)
         connection = Connection(
             str(config["broker_url"]),
             transport_options={**options, "socket_timeout": socket_timeout},
             ssl=config.get("broker_use_ssl") or False,
         )
-        if connection.transport.driver_type != "redis":
-            raise ConfigurationError(
-                f"JURY_BROKER_URL {connection.as_uri()} is a {connection.transport.driver_type} "
-                "broker; jury needs Redis (redis://, rediss:// or sentinel://): its rate limits, "
-                "budget meter and recovery of dead workers' tasks live there"
-            )
         try:
             channel = connection.default_channel
         except Exception as exc:
             connection.release()
+            reason = " ".join(str(exc).split()).rstrip(".")  # one line, whatever it said
             raise ConfigurationError(
-                f"cannot reach Redis at {connection.as_uri()} (JURY_BROKER_URL): {exc}. "
+                f"cannot reach Redis at {connection.as_uri()} ({source}): {reason}. "
                 "Start Redis, or point JURY_BROKER_URL at one."
             ) from None
         prefix = str(options.get("global_keyprefix") or "")
@@ -98,6 +98,23 @@ class BrokerRedis:
         self.client.close()
         if self.connection is not None:
             self.connection.release()
+
+
+def broker_kind_problem(url: str, source: str = "JURY_BROKER_URL") -> str | None:
+    """Why the broker at `url` is not one jury can use, if it is not Redis; connects to
+    nothing."""
+    try:
+        connection = Connection(url)
+        driver, shown = connection.transport.driver_type, connection.as_uri()
+    except Exception as exc:  # a scheme kombu does not know
+        driver, shown = f"unknown ({exc})", url.partition("://")[0] + "://…"
+    if driver == "redis":
+        return None
+    return (
+        f"the broker {shown} ({source}) is {driver}; jury needs Redis (redis://, rediss:// or "
+        "sentinel://): its rate limits, budget meter and recovery of dead workers' tasks live "
+        "there"
+    )
 
 
 def outage(exc: BaseException) -> str | None:

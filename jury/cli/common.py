@@ -3,7 +3,8 @@ settings, and following a batch to its end (with Ctrl-C leaving it running).
 
 Exit codes: 0 done (completed, or degraded without --fail-on-degraded); 1 the batch failed,
 was cancelled or stopped; 2 bad input or configuration; 3 `--wait`/`--watch` gave up at
-`--timeout`; 4 degraded, with --fail-on-degraded; 130 interrupted (the batch goes on).
+`--timeout`, or after the store was unreachable for longer than a follower waits (the batch
+goes on); 4 degraded, with --fail-on-degraded; 130 interrupted (the batch goes on).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from rich.text import Text
 from jury.api import Batch, resolve_settings
 from jury.errors import EXIT_INTERRUPTED, JuryError
 from jury.producer.following import Display, interrupted, print_outcome, print_verdicts
+from jury.producer.outages import FollowingLost
 from jury.results.terminal import safe_text
 from jury.schemas.status import BatchState, BatchStatus
 from jury.settings import Settings
@@ -106,6 +108,9 @@ def follow_to_end(
     except KeyboardInterrupt:
         errors_console().print(Text(interrupted(batch.id), style="yellow"), highlight=False)
         return EXIT_INTERRUPTED
+    except FollowingLost as exc:  # the store away for longer than a follower waits
+        errors_console().print(safe_text(str(exc), "yellow", multiline=True), highlight=False)
+        return EXIT_TIMEOUT
     if status is not None and status.status.finished:
         if verdicts and display == Display.BAR and status.status in SCORED:
             print_verdicts(batch.sessions, batch.id, console)

@@ -12,11 +12,13 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from celery import Celery
 from kombu.utils.url import maybe_sanitize_url
 from sqlalchemy.engine import make_url
 
+from jury.broker.redis_client import outage
 from jury.errors import ConfigurationError
 from jury.settings import Settings, judge_lanes, store_id
 from jury.store.repository import load_config
@@ -84,16 +86,23 @@ class Where:
 
 
 def diagnose(
-    where: Where, view: WorkerView | None, unanswered_s: float, broker_error: str | None
+    where: Where,
+    view: WorkerView | None,
+    unanswered_s: float,
+    broker_error: str | None,
+    broker_down_since: str | None = None,
 ) -> str | None:
     """One paragraph about why the batch may not be moving, or None when workers serve it.
 
     `view` is the last answer (None: none yet); `unanswered_s`, how long no worker serving the
-    batch's queues has been seen."""
+    batch's queues has been seen; `broker_error`, why the broker could not be asked, since
+    `broker_down_since` (a time of day): the same words for as long as it lasts."""
     if broker_error is not None and unanswered_s >= NO_WORKER_AFTER_S:
+        since = f" since {broker_down_since}" if broker_down_since else ""
         return (
-            f"cannot ask the workers through the broker at {where.broker}: {broker_error}. "
-            "Check that Redis runs and that JURY_BROKER_URL is right."
+            f"Redis unreachable{since}, retrying: cannot ask the workers through the broker at "
+            f"{where.broker} ({broker_error}). Check that Redis runs and that JURY_BROKER_URL "
+            "is right; the batch goes on without this command."
         )
     serving = {
         node: store
@@ -132,8 +141,11 @@ class WorkerWatch:
     clock: Callable[[], float] = time.monotonic
     interval_s: float = PROBE_INTERVAL_S
     _view: WorkerView | None = None
-    _error: str | None = None
+    _error: str | None = None  # the first error of the current outage, kept as it lasts
+    _error_since: str | None = None
     _last_served: float = 0.0
+    # While a probe is out: when it was sent (monotonic, and as a time of day).
+    _probing_since: tuple[float, str] | None = None
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
 
@@ -149,20 +161,32 @@ class WorkerWatch:
             self._stop.wait(self.interval_s)
 
     def check(self) -> None:
+        sent = (self.clock(), f"{datetime.now().astimezone():%H:%M:%S}")
+        self._probing_since = sent
         try:
             view = self.probe()
-        except ConfigurationError as exc:
-            self._error = str(exc)
-            return
         except Exception as exc:
-            self._error = f"{type(exc).__name__}: {exc}"
+            shown = str(exc) if isinstance(exc, ConfigurationError) else None
+            self._broker_down(sent[1], shown or f"{type(exc).__name__}: {exc}")
             return
-        self._view, self._error = view, None
+        finally:
+            self._probing_since = None
+        self._view, self._error, self._error_since = view, None, None
         if any(queues & set(self.where.queues) for queues, _ in view.nodes.values()):
             self._last_served = self.clock()
 
+    def _broker_down(self, since: str, error: str) -> None:
+        if self._error is None:  # one line for the whole outage: its first words, kept
+            self._error, self._error_since = " ".join(error.split()), since
+
     def message(self) -> str | None:
-        return diagnose(self.where, self._view, self.clock() - self._last_served, self._error)
+        probing = self._probing_since
+        if probing is not None and self.clock() - probing[0] > REPLY_TIMEOUT_S + 1:
+            # Asking takes longer than any answer: the broker's connection is gone (kombu
+            # waits for it to come back, or fails after some seconds): not "no live worker".
+            self._broker_down(probing[1], "it does not answer")
+        unanswered = self.clock() - self._last_served
+        return diagnose(self.where, self._view, unanswered, self._error, self._error_since)
 
     def stop(self) -> None:
         self._stop.set()
@@ -172,8 +196,13 @@ def watch_batch(settings: Settings, sessions: Sessions, batch_id: str) -> Worker
     """A watch (not started) over the queues that the batch's judges are routed to."""
     from jury.producer.publishing import create_producer_app
 
-    judges = [j.name for j in load_config(sessions, batch_id).panel]
-    queues = sorted(set(judge_lanes(settings.queue, settings.lanes, judges).values()))
+    try:
+        judges = [j.name for j in load_config(sessions, batch_id).panel]
+        queues = sorted(set(judge_lanes(settings.queue, settings.lanes, judges).values()))
+    except Exception as exc:  # the store is away: following says so; watch every lane
+        if outage(exc) is None:
+            raise
+        queues = sorted(settings.all_queues)
     try:
         probe = celery_probe(create_producer_app(settings))
     except Exception as exc:  # a broker URL Celery cannot use: said like an unreachable one

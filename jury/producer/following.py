@@ -21,10 +21,12 @@ from rich.table import Table
 from rich.text import Text
 
 from jury.producer.diagnosis import WorkerWatch
+from jury.producer.outages import FOLLOW_OUTAGE_LIMIT_S, Outage, ride_out
 from jury.producer.progress import Progress, RateMeter, describe, measure
 from jury.results.formats import print_summary, verdict_table
 from jury.results.labelled import read_records
 from jury.results.terminal import safe_text
+from jury.schemas.batch import BatchConfig
 from jury.schemas.outcome import failure_paragraph
 from jury.schemas.status import BatchState, BatchStatus, StoredSamples
 from jury.store.inspection import stored_samples
@@ -81,19 +83,41 @@ def render(progress: Progress) -> RenderableType:
 class Observer:
     """Reads a batch's state and its stored samples. Counting the samples scans the batch's
     rows, so on a large batch it is done at most every COUNT_COST_FACTOR times its own
-    duration (and at least every POLL_S); the state is a one-row read, done every time."""
+    duration (and at least every POLL_S); the state is a one-row read, done every time.
+    Through an outage of the store (producer.outages) it gives its last look, saying so."""
 
-    def __init__(self, sessions: Sessions, batch_id: str, watch: WorkerWatch | None = None) -> None:
+    def __init__(
+        self,
+        sessions: Sessions,
+        batch_id: str,
+        watch: WorkerWatch | None = None,
+        outage_limit_s: float = FOLLOW_OUTAGE_LIMIT_S,
+    ) -> None:
         self.sessions, self.batch_id, self.watch = sessions, batch_id, watch
         self.meter = RateMeter()
+        self.outages = Outage(batch_id, outage_limit_s)
         self._stored: StoredSamples | None = None
         self._next_count = 0.0
+        self._config: BatchConfig | None = None  # read once: its judges and dimensions never change
+        self._last: tuple[BatchStatus, Progress] | None = None
 
-    def observe(self) -> tuple[BatchStatus, Progress]:
+    def observe(self) -> tuple[BatchStatus, Progress] | None:
+        """The batch now; during an outage, the last look with the outage as its warning
+        (None before a first look)."""
+        seen = self.outages.attempt(self._look)
+        if seen is not None:
+            self._last = seen
+        elif self._last is not None:
+            status, progress = self._last
+            seen = (status, replace(progress, warning=self.outages.line))
+        return seen
+
+    def _look(self) -> tuple[BatchStatus, Progress]:
         status = batch_status(self.sessions, self.batch_id)
         now = time.monotonic()
         if self._stored is None or now >= self._next_count or status.status.finished:
-            self._stored = stored_samples(self.sessions, self.batch_id)
+            self._config = self._config or load_config(self.sessions, self.batch_id)
+            self._stored = stored_samples(self.sessions, self.batch_id, self._config)
             took = time.monotonic() - now
             self._next_count = now + max(POLL_S, COUNT_COST_FACTOR * took)
             self.meter.observe(now, self._stored.stored)
@@ -111,6 +135,7 @@ def follow_batch(
     display: Display = Display.BAR,
     out: IO[str] | None = None,
     watch: WorkerWatch | None = None,
+    outage_limit_s: float = FOLLOW_OUTAGE_LIMIT_S,
 ) -> BatchStatus | None:
     """Poll the store until the batch is finished; None if `timeout` ran out first.
 
@@ -118,8 +143,10 @@ def follow_batch(
     of figures when they change, at most every LOG_INTERVAL_S, and at the end. `out` receives
     the JSON lines (default: the console's file). With a `watch`, a diagnosis (no live
     worker, workers on another database) is shown under the bar, in the JSON objects'
-    `warning`, and on stderr otherwise."""
-    observer = Observer(sessions, batch_id, watch.start() if watch else None)
+    `warning`, and on stderr otherwise. An outage of the store is such a warning too, in one
+    line while it lasts (producer.outages); one longer than `outage_limit_s` raises
+    FollowingLost."""
+    observer = Observer(sessions, batch_id, watch.start() if watch else None, outage_limit_s)
     try:
         with _ctrl_c_remembered() as interrupted:
             return _follow(observer, console, timeout, display, out, interrupted)
@@ -165,18 +192,26 @@ def _follow(
     interrupted: threading.Event,
 ) -> BatchStatus | None:
     deadline = None if timeout is None else time.monotonic() + timeout
-    status, progress = observer.observe()
+    said: str | None = None
+    while (seen := observer.observe()) is None:  # the store is away before the first look
+        if observer.outages.line != said:
+            said = observer.outages.line
+            ERRORS.print(f"warning: {said}", markup=False, highlight=False)
+        if _past(deadline):
+            return None
+        _pause(interrupted)
+    status, progress = seen
     if display == Display.BAR and console.is_terminal:
         with Live(render(progress), console=console, refresh_per_second=4) as live:
             while not status.status.finished and not _past(deadline):
                 _pause(interrupted)
-                status, progress = observer.observe()
+                status, progress = observer.observe() or (status, progress)
                 live.update(render(progress))
         return status if status.status.finished else None
     interval = JSON_HEARTBEAT_S if display == Display.JSON else LOG_INTERVAL_S
     last_key: tuple[object, ...] | None = None
     last_write = -interval
-    warned: str | None = None
+    warned = said
     while True:
         ended = status.status.finished or _past(deadline)
         key = (progress.status, progress.done, progress.verdicts, progress.failed)
@@ -199,7 +234,7 @@ def _follow(
         if ended:
             break
         _pause(interrupted)
-        status, progress = observer.observe()
+        status, progress = observer.observe() or (status, progress)
     return status if status.status.finished else None
 
 
@@ -225,9 +260,18 @@ def print_progress(sessions: Sessions, batch_id: str, console: Console) -> Progr
     return progress
 
 
+def _said_on_stderr(line: str) -> None:
+    ERRORS.print(f"warning: {line}", markup=False, highlight=False)
+
+
 def print_outcome(sessions: Sessions, status: BatchStatus, console: Console) -> None:
-    """How a finished batch ended, and one paragraph per judge that failed."""
-    failures = judge_failures(sessions, status.batch_id, load_config(sessions, status.batch_id))
+    """How a finished batch ended, and one paragraph per judge that failed (read through an
+    outage of the store, as following is)."""
+    failures = ride_out(
+        lambda: judge_failures(sessions, status.batch_id, load_config(sessions, status.batch_id)),
+        Outage(status.batch_id),
+        _said_on_stderr,
+    )
     style = _STATE_STYLE.get(status.status.value, "red")
     meaning = {
         BatchState.DEGRADED: ": some judgments failed (below); its verdicts rest on the judges "
@@ -255,8 +299,11 @@ def interrupted(batch_id: str) -> str:
 
 
 def print_verdicts(sessions: Sessions, batch_id: str, console: Console) -> None:
-    status = batch_status(sessions, batch_id)
-    config = load_config(sessions, batch_id)
+    status, config = ride_out(
+        lambda: (batch_status(sessions, batch_id), load_config(sessions, batch_id)),
+        Outage(batch_id),
+        _said_on_stderr,
+    )
     judges = [j.name for j in config.panel]
     records = read_records(sessions, batch_id, config)
     title = safe_text(f"{status.name} — verdicts")

@@ -18,12 +18,13 @@ from datetime import UTC, datetime
 from itertools import islice
 
 from celery import Celery
+from pydantic import ValidationError
 from redis.lock import Lock
 
-from jury.batchfile.loading import BatchSource, load_batch
+from jury.batchfile.loading import BatchSource, describe_validation_error, load_batch
 from jury.broker import keys as redis_keys
 from jury.broker.redis_client import BrokerRedis
-from jury.errors import JuryError
+from jury.errors import BatchFileError, JuryError
 from jury.producer.publishing import Publisher, cell_samples
 from jury.schemas.adaptive import first_round
 from jury.schemas.batch import BatchConfig, Item
@@ -73,6 +74,7 @@ def submit_batch(
     batch_id = batch_id or new_batch_id()
     if problem := batch_id_problem(batch_id):  # before anything is recorded
         raise JuryError(problem)
+    check_stored_form(source)
     create_batch(
         sessions,
         batch_id,
@@ -84,6 +86,28 @@ def submit_batch(
     )
     _publish_from(source, sessions, app, batch_id, start=0)
     return batch_id
+
+
+def check_stored_form(source: BatchSource) -> None:
+    """The batch's config as the store keeps it must read back as the same config: the
+    workers, `jury resume` and the end of submission read it so. Checked before anything is
+    recorded or queued, so that no difference between a config as loaded and as stored can
+    leave a batch `submitting` with tasks queued."""
+    stored = source.config.model_dump(mode="json")
+    try:
+        again = BatchConfig.model_validate(stored).model_dump(mode="json")
+    except ValidationError as exc:
+        problems = [f"as stored: {line}" for line in describe_validation_error(exc)]
+        raise BatchFileError(str(source.path), problems) from None
+    if again != stored:
+        changed = sorted(k for k in stored if again.get(k) != stored[k])
+        raise BatchFileError(
+            str(source.path),
+            [
+                f"as stored, the batch reads back differently ({', '.join(changed)}): a bug of "
+                "jury's, please report it"
+            ],
+        )
 
 
 def continue_submission(sessions: Sessions, app: Celery, batch_id: str) -> int:

@@ -72,6 +72,27 @@ class LLMCandidate(StrictModel):
 HttpMethod = Literal["POST", "PUT", "GET"]
 
 
+def request_body_problem(method: str, body: Any) -> str | None:
+    """What is wrong with sending `body` by `method`, if anything: the one check of an HTTP
+    candidate's request, made when the batch is loaded (`--dry-run` and submit), when a worker
+    reads the stored batch, and before the worker sends the request."""
+    if method == "GET" and body is not None:
+        return (
+            "a GET request has no body: remove `body:` (the item's input is then not sent), "
+            "or use `method: POST` or `PUT`"
+        )
+    return None
+
+
+def request_body(candidate: HTTPCandidate, text: str) -> Any:
+    """The JSON body to send with `text` as the input (None: no body); raises ValueError
+    when the candidate's method takes none (request_body_problem)."""
+    problem = request_body_problem(candidate.method, candidate.body)
+    if problem:
+        raise ValueError(problem)
+    return None if candidate.body is None else fill_body(candidate.body, text)
+
+
 class HTTPCandidate(StrictModel):
     """An HTTP endpoint that answers the item's input: `body` is a JSON template in which the
     string `{{input}}` stands for the input; `answer_path` finds the answer in the reply."""
@@ -92,14 +113,24 @@ class HTTPCandidate(StrictModel):
     rpm: int | None = Field(default=None, gt=0)
     max_in_flight: int | None = Field(default=None, gt=0)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _get_sends_no_body(cls, data: Any) -> Any:
+        # A GET candidate that gives no body has none (not the default template): so its
+        # stored form, `body: null`, reads back as the same candidate on the workers.
+        if isinstance(data, dict) and data.get("method") == "GET" and "body" not in data:
+            return {**data, "body": None}
+        return data
+
     @model_validator(mode="after")
     def _check(self) -> HTTPCandidate:
         _checked_placeholders({"url": self.url, **self.headers})
         if not has_placeholder(self.url) and not self.url.startswith(("http://", "https://")):
             raise ValueError(f"url {self.url!r} must be an http(s) URL")
         parse_answer_path(self.answer_path)
-        if self.method == "GET" and self.body is not None and "body" in self.model_fields_set:
-            raise ValueError("a GET request has no body")
+        problem = request_body_problem(self.method, self.body)
+        if problem:
+            raise ValueError(problem)
         return self
 
 

@@ -12,11 +12,13 @@ from dataclasses import dataclass
 from sqlalchemy import Float, Integer, Update, bindparam, case, delete, func, select, update
 from sqlalchemy.orm import Session
 
+from jury.schemas.batch import BatchConfig
 from jury.schemas.judge_prompts import PassVote
 from jury.schemas.pairwise import PairwiseOutcome
 from jury.schemas.results import ConsensusMetrics, JudgeEvaluation, Level, SampleResult, Verdict
 from jury.schemas.status import BatchState
 from jury.schemas.tasks import CellRef
+from jury.store.counted import planned, sample_totals
 from jury.store.engine import write_transaction
 from jury.store.models import BatchRow, JudgeAggregateRow, PairOutcomeRow, SampleRow, VerdictRow
 from jury.store.outcome import settle_outcome
@@ -290,6 +292,7 @@ def recount_batch(session: Session, batch_id: str) -> None:
             func.count(), func.coalesce(func.sum(case((verdicts.c.flag_for_review, 1), else_=0)), 0)
         )
     ).one()
+    config = BatchConfig.model_validate(batch_row(session, batch_id).config)
     finished = (
         select(SampleRow)
         .join(
@@ -298,16 +301,10 @@ def recount_batch(session: Session, batch_id: str) -> None:
             & (VerdictRow.item_id == SampleRow.item_id)
             & (VerdictRow.dimension == SampleRow.dimension),
         )
-        .where(SampleRow.batch_id == batch_id)
+        .where(SampleRow.batch_id == batch_id, planned(config))
         .subquery()
     )
-    n_samples, n_failed, cost = session.execute(
-        select(
-            func.count(),
-            func.coalesce(func.sum(case((finished.c.score.is_(None), 1), else_=0)), 0),
-            func.coalesce(func.sum(finished.c.cost_usd), 0.0),
-        )
-    ).one()
+    n_samples, n_failed, cost = session.execute(select(*sample_totals(config, finished.c))).one()
     session.execute(
         update(BatchRow)
         .where(BatchRow.id == batch_id)

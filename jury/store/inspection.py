@@ -12,20 +12,25 @@ from jury.schemas.batch import BatchConfig
 from jury.schemas.results import SampleResult, Verdict
 from jury.schemas.status import BatchStatus, StoredSamples
 from jury.store.cells import _evaluations_for, _pair_outcomes_for, _verdict_from_row
+from jury.store.counted import planned, sample_totals
 from jury.store.models import BatchRow, SampleRow, VerdictRow
 from jury.store.repository import batch_status, iter_item_ids, load_config
 from jury.store.sql import Sessions
 
 
-def stored_samples(sessions: Sessions, batch_id: str) -> StoredSamples:
+def stored_samples(
+    sessions: Sessions, batch_id: str, config: BatchConfig | None = None
+) -> StoredSamples:
+    """The batch's samples stored so far that count (store.counted): rows it plans, failed
+    unless scored within their range, each cost where it is one. `config`: the batch's, when
+    the caller holds it already."""
+    config = config or load_config(sessions, batch_id)
     with sessions() as session:
+        cached_rows = func.coalesce(func.sum(case((SampleRow.cached, 1), else_=0)), 0)
         stored, failed, cost, cached = session.execute(
-            select(
-                func.count(),
-                func.coalesce(func.sum(case((SampleRow.score.is_(None), 1), else_=0)), 0),
-                func.coalesce(func.sum(SampleRow.cost_usd), 0.0),
-                func.coalesce(func.sum(case((SampleRow.cached, 1), else_=0)), 0),
-            ).where(SampleRow.batch_id == batch_id)
+            select(*sample_totals(config), cached_rows).where(
+                SampleRow.batch_id == batch_id, planned(config)
+            )
         ).one()
     return StoredSamples(int(stored), int(failed), float(cost), int(cached))
 

@@ -19,6 +19,7 @@ from jury.schemas.pairwise import PairJudgment
 from jury.schemas.results import CellSample, SampleResult
 from jury.schemas.tasks import CellRef
 from jury.store.cache import CacheEntry
+from jury.store.counted import counted_cost
 from jury.store.engine import core_transaction
 from jury.store.models import (
     CachedAnswerRow,
@@ -225,10 +226,11 @@ def stored_sample_keys(
 
 
 def stored_cost(sessions: Sessions, batch_id: str) -> float:
-    """What the batch's stored samples cost, in US dollars."""
+    """What the batch's stored samples cost, in US dollars (each cost where it is one:
+    store.counted)."""
     with sessions() as session:
         total = session.scalar(
-            select(func.coalesce(func.sum(SampleRow.cost_usd), 0.0)).where(
+            select(func.coalesce(func.sum(counted_cost()), 0.0)).where(
                 SampleRow.batch_id == batch_id
             )
         )

@@ -26,6 +26,19 @@ def main(argv: list[str]) -> int:
     except Exception as exc:
         print(f"jury worker: bad configuration: {exc}", file=sys.stderr)
         return 2
+    from jury.worker.startup import (
+        EXIT_BAD_BROKER,
+        EXIT_NO_BROKER,
+        check_broker_kind,
+        wait_for_broker,
+    )
+
+    if problem := check_broker_kind(settings):
+        print(f"jury worker: {problem}", file=sys.stderr)
+        return EXIT_BAD_BROKER
+    if gave_up := wait_for_broker(settings, lambda line: _say(f"jury worker: {line}")):
+        print(f"jury worker: {gave_up}", file=sys.stderr)
+        return EXIT_NO_BROKER
     pool = settings.worker_pool
     if pool == ENGINE_POOL:
         # Celery's documented hook for a pool of one's own (celery/concurrency/__init__.py),
@@ -62,6 +75,10 @@ def main(argv: list[str]) -> int:
     finally:  # stopped: a Ctrl-C during LiteLLM's exit callbacks ends it without a traceback
         ctrl_c_ends_quietly()
     return 0
+
+
+def _say(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
 
 
 if __name__ == "__main__":

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 from typing import Any
 
 from celery import Celery
+from celery.platforms import EX_FAILURE
 from celery.signals import (
     celeryd_after_setup,
     task_postrun,
@@ -14,8 +16,9 @@ from celery.signals import (
     worker_ready,
     worker_shutdown,
 )
+from celery.worker import state as worker_state
 
-from jury.broker.redis_client import BrokerRedis
+from jury.broker.redis_client import BrokerRedis, outage
 from jury.broker.transport import worker_transport
 from jury.settings import ENGINE_POOL, Settings
 from jury.worker.engine.housekeeping import Housekeeper
@@ -24,12 +27,16 @@ from jury.worker.engine.queues import BrokerQueues
 from jury.worker.runtime import WorkerRuntime
 from jury.worker.tasks import register_tasks
 
+log = logging.getLogger("jury.worker")
+
 
 def create_worker_app(settings: Settings) -> Celery:
     app = Celery("jury", set_as_current=True)
     app.conf.update(settings.celery_config())
     if transport := worker_transport(settings.broker_url):
         app.conf.broker_transport = transport
+    # A message refused before any task runs (not JSON, no such task) is one log line.
+    app.conf.worker_consumer = "jury.worker.engine.consumer:RefusingConsumer"
     lock = threading.Lock()
     holder: list[WorkerRuntime] = []
 
@@ -41,7 +48,13 @@ def create_worker_app(settings: Settings) -> Celery:
             return holder[0]
 
     def build_runtime(**_: object) -> None:
-        runtime()
+        try:
+            runtime()
+        except Exception as exc:
+            # One line, and the worker stops (exit 1): without its runtime it can take no task.
+            # Celery checks the flag as its consumer starts (celery/worker/state.py).
+            log.error("jury worker cannot start: %s", " ".join(str(exc).split()))
+            worker_state.should_stop = EX_FAILURE
 
     # Built before the worker takes a task or answers a ping: the build warms LiteLLM up and
     # freezes its heap (a full collection of some 300,000 objects: 0.9 s under
@@ -60,10 +73,14 @@ def create_worker_app(settings: Settings) -> Celery:
         housekeeper.start()
 
     def stop_housekeeping(**_: object) -> None:
-        housekeeper.stop()
-        with lock:
-            if holder:
-                holder[0].close()
+        # A warm shutdown ends in one line, whatever it meets (Redis gone, the store locked).
+        try:
+            housekeeper.stop()
+            with lock:
+                if holder:
+                    holder[0].close()
+        except Exception as exc:
+            log.warning("stopping: %s", outage(exc) or f"{type(exc).__name__}: {exc}")
 
     worker_ready.connect(start_housekeeping, weak=False)
     worker_shutdown.connect(stop_housekeeping, weak=False)

@@ -11,6 +11,11 @@
 - `jury.generate_output(batch, item, candidate)`: one candidate's answer to one item's input,
   then the item's judge tasks once its last candidate has answered (jury.worker.judging.generation).
 
+A message is input: each body reads its arguments first (jury.schemas.task_messages), and the
+pipeline checks them against the batch as stored (jury.worker.judging.message_checks). A message
+that does not fit ends in FAILURE with MessageRefused, an expected error: one log line, no
+traceback, acknowledged and never redelivered; nothing is called, paid or stored.
+
 Each task has an async body (`engine_body`) that jury's engine pool (jury.worker.engine.pool) runs
 on
 the worker's event loop; the task function itself only hands the body's outcome to Celery's
@@ -29,19 +34,12 @@ from typing import Any
 from celery import Celery, Task
 from celery.exceptions import Retry
 
-from jury.errors import JudgmentFailed, JuryError
-from jury.schemas.results import CellSample
-from jury.schemas.tasks import (
-    AGGREGATE_TASK,
-    GENERATE_TASK,
-    JUDGE_TASK,
-    CellRef,
-    GenerationRef,
-    SampleRef,
-)
+from jury.errors import JudgmentFailed, JuryError, MessageRefused
+from jury.schemas.task_messages import cell_message, generation_message, judge_message
+from jury.schemas.tasks import AGGREGATE_TASK, GENERATE_TASK, JUDGE_TASK, CellRef, SampleRef
 from jury.settings import judge_lanes
 from jury.worker.engine.pool import OUTCOMES
-from jury.worker.judging.cell_verdict import AggregateOutcome, CellIncomplete, aggregate_cells
+from jury.worker.judging.cell_verdict import CellIncomplete, Outcome, aggregate_cells
 from jury.worker.judging.generation import generate_task
 from jury.worker.judging.pipeline import SamplesNotStored, TaskOutcome, judge_task
 from jury.worker.limits.gating import Deferred
@@ -93,15 +91,18 @@ def deliver(outcome: Any) -> Any:
 
 
 async def judge_body(runtime: WorkerRuntime, args: list[Any], kwargs: dict[str, Any]) -> Any:
-    ref = SampleRef(str(args[0]), str(args[1]), str(args[2]), str(args[3]), int(args[4]))
-    judged = kwargs.get("judged")
-    known = [CellSample.model_validate(s) for s in judged] if judged else None
-    waited = float(kwargs.get("waited_s") or 0.0)
-    if kwargs.get("parked_at"):
-        waited += max(0.0, time.time() - float(kwargs["parked_at"]))
-    live = bool(kwargs.get("live"))
     try:
-        return task_result(await judge_task(runtime, ref, known, waited, live))
+        message = judge_message(args, kwargs)
+    except MessageRefused as exc:
+        return exc
+    ref, live = message.ref, message.live
+    waited = message.waited_s
+    if message.parked_at is not None:
+        waited += max(0.0, time.time() - message.parked_at)
+    try:
+        return task_result(await judge_task(runtime, ref, message.judged, waited, live))
+    except MessageRefused as exc:
+        return exc
     except Deferred as exc:
         waiting: dict[str, Any] = {"waited_s": round(waited, 3), "parked_at": round(time.time(), 3)}
         if live:
@@ -112,7 +113,7 @@ async def judge_body(runtime: WorkerRuntime, args: list[Any], kwargs: dict[str, 
         )
         return Parked(str(exc), exc.countdown_s)
     except SamplesNotStored as exc:
-        retries = int(kwargs.get("store_retries") or 0)
+        retries = message.store_retries
         if retries >= STORE_MAX_RETRIES:
             return exc
         delay = min(60, 2**retries)
@@ -129,12 +130,14 @@ def _lane(runtime: WorkerRuntime, ref: SampleRef) -> str:
 
 
 async def aggregate_body(runtime: WorkerRuntime, args: list[Any], kwargs: dict[str, Any]) -> Any:
-    cell = CellRef(str(args[0]), str(args[1]), str(args[2]))
+    try:
+        cell, retries = cell_message(args, kwargs)
+    except MessageRefused as exc:
+        return exc
     try:
         outcome = await runtime.grouped(aggregate_group, AGGREGATE_LINGER_S).submit(cell)
     except Exception as exc:
         # The store is down or locked: try again, backing off; the sweeper is the net.
-        retries = int(kwargs.get("store_retries") or 0)
         if retries >= STORE_MAX_RETRIES:
             return exc
         delay = min(60, 2**retries)
@@ -143,6 +146,8 @@ async def aggregate_body(runtime: WorkerRuntime, args: list[Any], kwargs: dict[s
         queue = runtime.settings.queue
         await runtime.in_store(runtime.queues.park, tuple(cell), queue, carried, delay, "", True)
         return Parked(f"aggregating failed: {exc}", delay)
+    if isinstance(outcome, MessageRefused):
+        return outcome
     if isinstance(outcome, CellIncomplete):
         # Not every expected sample is there (a judge left the panel): the sweeper and
         # `jury resume` see to the cell; trying again here would change nothing.
@@ -151,17 +156,17 @@ async def aggregate_body(runtime: WorkerRuntime, args: list[Any], kwargs: dict[s
     return outcome.summary()
 
 
-async def aggregate_group(
-    runtime: WorkerRuntime, cells: Sequence[CellRef]
-) -> list[AggregateOutcome | CellIncomplete]:
+async def aggregate_group(runtime: WorkerRuntime, cells: Sequence[CellRef]) -> list[Outcome]:
     """The callbacks that arrived together, aggregated in one trip to the store."""
     return await runtime.in_store(aggregate_cells, runtime, cells)
 
 
 async def generate_body(runtime: WorkerRuntime, args: list[Any], kwargs: dict[str, Any]) -> Any:
-    ref = GenerationRef(str(args[0]), str(args[1]), str(args[2]))
     try:
+        ref = generation_message(args, kwargs)
         return await generate_task(runtime, ref)
+    except MessageRefused as exc:
+        return exc
     except Exception as exc:
         # The store or the broker failed: the task ends in FAILURE, logged; an answer stored
         # before is kept and never asked for twice by a later delivery.
@@ -200,28 +205,22 @@ def _outcome(
 
 def register_tasks(app: Celery, runtime: Callable[[], WorkerRuntime]) -> None:
     # ignore_result: the outcome lives in the store; Redis keeps no result per task.
-    @app.task(name=JUDGE_TASK, bind=True, ignore_result=True, throws=(JudgmentFailed,))
-    def judge_sample(
-        self: Task,
-        batch_id: str,
-        item_id: str,
-        dimension: str,
-        judge: str,
-        sample: int,
-        **carried: Any,
-    ) -> Any:
-        args = [batch_id, item_id, dimension, judge, sample]
-        return _outcome(self, runtime, judge_body, args, carried)
+    # The arguments are read by the bodies (schemas.task_messages), never bound here: a
+    # message with arguments of another shape is refused in one line, not a TypeError.
+    # `throws`: an expected failure, logged in one line without a traceback.
+    @app.task(
+        name=JUDGE_TASK, bind=True, ignore_result=True, throws=(JudgmentFailed, MessageRefused)
+    )
+    def judge_sample(self: Task, *args: Any, **carried: Any) -> Any:
+        return _outcome(self, runtime, judge_body, list(args), carried)
 
-    @app.task(name=AGGREGATE_TASK, bind=True, ignore_result=True)
-    def aggregate(self: Task, batch_id: str, item_id: str, dimension: str, **carried: Any) -> Any:
-        return _outcome(self, runtime, aggregate_body, [batch_id, item_id, dimension], carried)
+    @app.task(name=AGGREGATE_TASK, bind=True, ignore_result=True, throws=(MessageRefused,))
+    def aggregate(self: Task, *args: Any, **carried: Any) -> Any:
+        return _outcome(self, runtime, aggregate_body, list(args), carried)
 
-    @app.task(name=GENERATE_TASK, bind=True, ignore_result=True)
-    def generate_output(
-        self: Task, batch_id: str, item_id: str, candidate: str, **carried: Any
-    ) -> Any:
-        return _outcome(self, runtime, generate_body, [batch_id, item_id, candidate], carried)
+    @app.task(name=GENERATE_TASK, bind=True, ignore_result=True, throws=(MessageRefused,))
+    def generate_output(self: Task, *args: Any, **carried: Any) -> Any:
+        return _outcome(self, runtime, generate_body, list(args), carried)
 
     judge_sample.engine_body = _engine(runtime, judge_body)
     generate_output.engine_body = _engine(runtime, generate_body)

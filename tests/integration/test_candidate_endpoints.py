@@ -19,7 +19,9 @@ from jury.settings import Settings
 from jury.store.engine import session_factory
 from jury.store.generations import generations
 from jury.store.repository import load_config, load_item
+from tests.conftest import worker_env
 from tests.integration.test_candidates import QUESTIONS, results, tag, write
+from tests.integration.test_cli import jury
 from tests.integration.test_faults import assert_exactly_once
 from tests.integration.test_modes import answered, tagged
 from tests.integration.test_pipeline import run_batch
@@ -50,6 +52,15 @@ class Endpoint:
                 finally:
                     with lock:
                         endpoint.in_flight -= 1
+
+            def do_GET(self) -> None:  # a GET candidate: no body, the same reply each time
+                endpoint.requests.append((dict(self.headers), None))
+                answer = json.dumps({"data": {"reply": "The HR bot says: see the handbook"}})
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(answer)))
+                self.end_headers()
+                self.wfile.write(answer.encode())
 
             def _answer(self) -> None:
                 size = int(self.headers.get("Content-Length") or 0)
@@ -173,3 +184,30 @@ def test_two_candidates_an_llm_and_an_http_endpoint_are_a_named_pair(
     # The stored config keeps the placeholder, never its value.
     stored = json.dumps(load_config(sessions, batch_id).model_dump(mode="json"))
     assert "${JURY_TEST_UNSET_TOKEN:-dev-token}" in stored
+
+
+def test_a_get_candidate_that_passes_dry_run_runs(
+    tmp_path: Path, sqlite_workers: Settings, simulator: ManagedProcess, endpoint: Endpoint
+) -> None:
+    """`method: GET` (no body, as documented) passes `--dry-run`, and submit then runs it:
+    the candidate is checked by one function when the batch is loaded, when the workers read
+    it back from the store, and before the request is sent."""
+    mark = tag()
+    spec = {
+        "judges": [{"model": tagged("balanced", f"j{mark}"), "api_base": simulator.url}],
+        "dimensions": ["relevance"],
+        "candidates": [
+            {"name": "faq-bot", "url": endpoint.url, "method": "GET", "answer_path": "data.reply"}
+        ],
+        "items": [{"id": f"q{i}", "input": f"question {i}"} for i in range(2)],
+    }
+    batch = write(tmp_path, spec)
+    env = worker_env(sqlite_workers)
+    planned = jury(["submit", str(batch), "--dry-run"], env, tmp_path)
+    assert planned.returncode == 0, planned.stderr
+    ran = jury(["submit", str(batch), "--wait", "--quiet"], env, tmp_path)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    batch_id = ran.stdout.strip().splitlines()[-1]
+    assert [body for _, body in endpoint.requests] == [None, None]  # two GETs, no body
+    stored = generations(session_factory(sqlite_workers.database_url), batch_id)
+    assert sorted(g.text for _, g in stored) == ["The HR bot says: see the handbook"] * 2

@@ -126,3 +126,32 @@ def test_resume_refuses_a_batch_another_producer_is_submitting(
         producer.kill()
         producer.wait(timeout=10)
         queued_messages(settings, drain=True)
+
+
+def test_a_config_that_does_not_read_back_as_stored_is_refused_before_anything_is_queued(
+    tmp_path: Path, redis_url: str, simulator: ManagedProcess
+) -> None:
+    """The stored form of the config is read back before anything is recorded or queued: a
+    difference between the config as loaded and as the workers will read it (here a GET
+    candidate with a body, built around the validator) leaves no batch `submitting` and no
+    task queued."""
+    from dataclasses import replace
+
+    from jury.batchfile.loading import load_batch
+    from jury.errors import BatchFileError
+    from jury.producer.publishing import create_producer_app
+    from jury.producer.submission import submit_batch
+    from jury.schemas.candidates import HTTPCandidate
+    from jury.store.inspection import recent_batches
+
+    settings = bounded_settings(redis_url, tmp_path)
+    source = load_batch(_write_batch(tmp_path, simulator, "openai/balanced"))
+    forged = HTTPCandidate.model_construct(
+        name="bot", url="http://127.0.0.1:9/q", method="GET", body={"q": "x"}, headers={}
+    )
+    config = source.config.model_copy(update={"candidates": [forged]})
+    sessions = session_factory(settings.database_url)
+    with pytest.raises(BatchFileError, match=r"as stored: .*a GET request has no body"):
+        submit_batch(replace(source, config=config), sessions, create_producer_app(settings))
+    assert recent_batches(sessions) == []
+    assert queued_messages(settings) == []

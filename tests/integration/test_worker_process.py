@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -86,3 +88,34 @@ def test_celerys_own_command_line_runs_a_worker(tmp_path: Path, redis_url: str) 
         assert stats[node]["pool"]["implementation"] == "jury.worker.engine.pool:EnginePool"
     finally:
         stop_workers([worker])
+
+
+def _jury_worker(env: dict[str, str], timeout: float) -> tuple[int, str, float]:
+    """`jury worker` run to its end: (exit code, what it printed, seconds it took)."""
+    jury = str(Path(sys.executable).parent / "jury")
+    started = time.monotonic()
+    done = subprocess.run(
+        [jury, "worker"], env=env, capture_output=True, text=True, timeout=timeout
+    )
+    return done.returncode, done.stdout + done.stderr, time.monotonic() - started
+
+
+def test_a_worker_without_a_usable_broker_says_so_in_one_paragraph(tmp_path: Path) -> None:
+    """A broker that is not Redis is refused at once (exit 2); a Redis that does not answer
+    gets one line per attempt naming where its URL came from, and the worker gives up at
+    JURY_BROKER_WAIT (exit 1). Neither logs a traceback or starts Celery."""
+    database = {"JURY_DATABASE_URL": f"sqlite:///{tmp_path / 'jury.db'}"}
+    amqp = {**os.environ, **database, "JURY_BROKER_URL": "amqp://guest:guest@127.0.0.1:1//"}
+    code, said, took = _jury_worker(amqp, 60)
+    assert code == 2 and took < 30, said
+    assert said.count("\n") == 1 and "is amqp; jury needs Redis" in said
+    assert "(JURY_BROKER_URL)" in said and "Traceback" not in said
+
+    nowhere = {**amqp, "JURY_BROKER_URL": "redis://127.0.0.1:1/0", "JURY_BROKER_WAIT": "3"}
+    code, said, took = _jury_worker(nowhere, 60)
+    lines = said.strip().splitlines()
+    assert code == 1 and took < 3 + 20, said  # 3 s of waiting, and Python's start
+    assert len(lines) >= 3 and lines[-1].startswith("jury worker: cannot reach Redis")
+    assert "Gave up after" in lines[-1] and "JURY_BROKER_WAIT" in lines[-1]
+    assert all("(JURY_BROKER_URL)" in line for line in lines if "jury worker: cannot" in line)
+    assert "Traceback" not in said and "celery@" not in said

@@ -30,7 +30,7 @@ from jury.schemas.candidates import (
     answer_at,
     endpoint_variables,
     error_answer,
-    fill_body,
+    request_body,
 )
 from jury.schemas.egress import EgressPolicy, plan_endpoint_call
 from jury.schemas.placeholders import PlaceholderError, expand_text, redact
@@ -70,7 +70,10 @@ async def ask_endpoint(
         guard = endpoint_guard(candidate, url, egress or environment_policy())
     except EgressRefused as exc:  # the URL's host may be a placeholder's value
         return _failed(candidate, exc.kind, redact(str(exc), secrets), 0.0)
-    body = None if candidate.method == "GET" else fill_body(candidate.body, text)
+    try:  # the stored batch was checked so when read; checked again by the same function
+        body = request_body(candidate, text)
+    except ValueError as exc:
+        return _failed(candidate, "bad_request", str(exc), 0.0)
     transport = GuardedTransport(httpx.AsyncHTTPTransport(), guard)
     started = time.perf_counter()
     try:

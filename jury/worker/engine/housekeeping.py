@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable
 
 from jury.broker.parking import Parking
-from jury.broker.redis_client import log_step_failure
+from jury.broker.redis_client import log_step_failure, outage
 from jury.worker.calls.provider_batches import ProviderBatchThread
 from jury.worker.engine.liveness import HeldMessages, Liveness
 from jury.worker.engine.sweeper import sweep_if_mine
@@ -77,10 +77,10 @@ class Housekeeper(threading.Thread):
 
     def stop(self) -> None:
         self.stopped.set()
-        if self.ident is not None:  # a worker stopped while starting never started it
+        if self.ident is not None:  # a worker stopped before it was ready never started it
             self.join(5)
         if self.liveness is not None:
             try:
                 self.liveness.leave()
-            except Exception:
-                log.exception("could not remove this worker's heartbeat")
+            except Exception as exc:  # one line: the worker is stopping anyway
+                log.warning("could not remove this worker's heartbeat: %s", outage(exc) or exc)

@@ -33,6 +33,8 @@ from typing import Any
 from celery.concurrency.base import BasePool, apply_target
 from kombu.serialization import loads, prepare_accept_content
 
+from jury.schemas.task_messages import refused, shown
+
 log = logging.getLogger("jury.worker")
 
 # Threads for tasks that are not jury's (none, normally).
@@ -57,6 +59,18 @@ class EngineOutcomes:
 
 
 OUTCOMES = EngineOutcomes()
+
+
+def _arguments(decoded: Any) -> tuple[list[Any], dict[str, Any]]:
+    """A task body's arguments and keyword arguments; ValueError for another shape."""
+    if not isinstance(decoded, list | tuple) or len(decoded) != 3:
+        raise ValueError("not [args, kwargs, options]")
+    task_args, task_kwargs, options = decoded
+    if not isinstance(task_args, list | tuple) or not isinstance(task_kwargs, dict):
+        raise ValueError("arguments that are not a list and a mapping")
+    if not isinstance(options, dict | None):
+        raise ValueError("options that are not a mapping")
+    return list(task_args), task_kwargs
 
 
 class EnginePool(BasePool):
@@ -109,18 +123,26 @@ class EnginePool(BasePool):
         if start_body is None:
             self._fallback.submit(apply_target, target, args, kwargs, callback, accept_callback)
             return
-        try:
-            decoded = loads(body, content_type, content_encoding, accept=self._accept)
-        except Exception:  # a content type not accepted: the tracer reports it, as before
-            self._fallback.submit(apply_target, target, args, kwargs, callback, accept_callback)
-            return
         if accept_callback is not None:
             accept_callback(os.getpid(), time.monotonic())
-        task_args, task_kwargs, _embed = decoded
         # The tracer takes a body decoded already when it is given no content type (celery
         # 5.7.0, app/trace.py: fast_trace_task and trace_task_ret): the message's JSON is
-        # decoded once, here, with the same accepted content types the tracer would check.
-        args = (*args[:3], decoded, None, None, *args[6:])
+        # decoded once, here. The tracer gets no keyword arguments and no options (callbacks,
+        # chains, chords): the body reads the message's own, and a message is input, never
+        # told what to run next. A body of another shape is refused in one line, reported by
+        # the tracer as any refusal (task_messages), so it is acknowledged, never lost.
+        try:
+            task_args, task_kwargs = _arguments(
+                loads(body, content_type, content_encoding, accept=self._accept)
+            )
+        except Exception as exc:
+            what = f"{shown(name)} task"
+            OUTCOMES.put(task_id, refused(what, f"its body is no task's ({shown(str(exc))})"))
+            self._in_flight += 1
+            nothing = (*args[:3], ([], {}, None), None, None, *args[6:])
+            self._finished.put(functools.partial(self._report, target, nothing, kwargs, callback))
+            return
+        traced = (*args[:3], (task_args, {}, None), None, None, *args[6:])
         self._in_flight += 1
 
         def finished(future: concurrent.futures.Future[Any]) -> None:
@@ -128,7 +150,7 @@ class EnginePool(BasePool):
                 OUTCOMES.put(task_id, future.result())
             except BaseException as exc:  # reported by the tracer, never lost
                 OUTCOMES.put(task_id, exc)
-            self._finished.put(lambda: self._report(target, args, kwargs, callback))
+            self._finished.put(lambda: self._report(target, traced, kwargs, callback))
 
         start_body(task_id, task_args, task_kwargs).add_done_callback(finished)
 

@@ -11,6 +11,7 @@ import logging
 from datetime import timedelta
 
 from jury.broker import keys as redis_keys
+from jury.errors import MessageRefused
 from jury.schemas.adaptive import first_round
 from jury.schemas.tasks import CellRef
 from jury.store.models import utcnow
@@ -49,6 +50,8 @@ def sweep_once(runtime: WorkerRuntime) -> int:
                     outcome = aggregate_cell(runtime, cell)
                 except CellIncomplete:
                     continue  # an escalated cell still waiting for its second round
+                except MessageRefused:
+                    continue  # rows of a cell the batch does not have: never a verdict
                 if outcome.verdict is not None:
                     finalized += 1
     if finalized:

@@ -14,17 +14,19 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from jury.errors import JuryError
+from jury.errors import JuryError, MessageRefused
 from jury.schemas.adaptive import escalation, first_round_panel, is_uncertain
 from jury.schemas.batch import BatchConfig, Judge
 from jury.schemas.calls import task_refs
 from jury.schemas.output_sets import pair_names
 from jury.schemas.results import SampleResult, Verdict
+from jury.schemas.sample_checks import counted
 from jury.schemas.tasks import CellRef, SampleRef
 from jury.store.cells import CellVerdict, save_cells
 from jury.store.escalations import is_escalated, mark_escalated
 from jury.store.samples import pair_judgments, samples_of_cells
 from jury.worker.judging.aggregation import build_verdict, cell_pass_vote
+from jury.worker.judging.message_checks import check_cell
 from jury.worker.judging.pairwise_verdict import build_pairwise_verdict
 from jury.worker.runtime import WorkerRuntime
 
@@ -67,16 +69,24 @@ def aggregate_cell(runtime: WorkerRuntime, cell: CellRef) -> AggregateOutcome:
     return outcome
 
 
-def aggregate_cells(
-    runtime: WorkerRuntime, cells: Sequence[CellRef]
-) -> list[AggregateOutcome | CellIncomplete]:
+Outcome = AggregateOutcome | CellIncomplete | MessageRefused
+
+
+def aggregate_cells(runtime: WorkerRuntime, cells: Sequence[CellRef]) -> list[Outcome]:
     """The callbacks of many cells at once (the engine groups them): their samples read in
     one query, their verdicts written in one transaction. A cell missing a sample gets its
-    CellIncomplete; the others their outcome."""
-    stored = samples_of_cells(runtime.sessions, cells)
-    outcomes: list[AggregateOutcome | CellIncomplete] = []
+    CellIncomplete, a cell its batch does not have (a forged or stale message) its
+    MessageRefused; the others their outcome."""
+    runtime.read_items((cell.batch_id, cell.item_id) for cell in cells)
+    refusals = {cell: check_cell(runtime, cell) for cell in cells}
+    stored = samples_of_cells(runtime.sessions, [c for c in cells if refusals[c] is None])
+    outcomes: list[Outcome] = []
     pending: list[tuple[int, CellVerdict]] = []
     for cell in cells:
+        refusal = refusals[cell]
+        if refusal is not None:
+            outcomes.append(refusal)
+            continue
         try:
             decided = _decide(runtime, cell, stored.get(cell, []))
         except CellIncomplete as exc:
@@ -124,8 +134,11 @@ def _verdict(
     missing = [key for key in expected if key not in samples]
     if missing:
         raise CellIncomplete(cell, missing)
-    kept = [samples[key] for key in expected]
     dimension = config.dimension(cell.dimension)
+    details = pair_judgments(runtime.sessions, cell) if config.pairwise is not None else {}
+    # Only samples that could be true count (schemas.sample_checks): a row no worker of this
+    # version wrote, with a score off the scale or a cost that is not one, counts as failed.
+    kept = [counted(config, dimension, samples[key], details.get(key)) for key in expected]
     if config.pairwise is None:
         verdict = build_verdict(cell.item_id, dimension, panel, kept, config.aggregation)
     else:
@@ -134,7 +147,7 @@ def _verdict(
             dimension,
             panel,
             kept,
-            pair_judgments(runtime.sessions, cell),
+            details,
             config.aggregation,
             config.pairwise.tie_tolerance,
             # An item's `outputs` compared pair by pair: its pair item's id names the sides.

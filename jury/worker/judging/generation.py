@@ -22,12 +22,13 @@ import logging
 from collections.abc import Iterator
 from typing import ClassVar
 
-from jury.errors import JudgeCallError
+from jury.errors import JudgeCallError, UnknownBatchError
 from jury.schemas.adaptive import first_round
 from jury.schemas.batch import BatchConfig, Item, Judge
 from jury.schemas.calls import task_refs
 from jury.schemas.candidates import HTTPCandidate, LLMCandidate, error_answer
 from jury.schemas.item_dimensions import item_dimension_names
+from jury.schemas.task_messages import refused
 from jury.schemas.tasks import GenerationRef, SampleRef
 from jury.store.generations import (
     Generation,
@@ -38,6 +39,7 @@ from jury.store.generations import (
 )
 from jury.worker.calls.endpoint_client import ask_endpoint
 from jury.worker.judging.judge_calls import CallTally, ReplyLike, ask
+from jury.worker.judging.message_checks import check_generation
 from jury.worker.limits.budget import BudgetRefused
 from jury.worker.limits.gating import Deferred, endpoint_rate_key, holding_slot
 from jury.worker.limits.ratelimit import Limits
@@ -89,21 +91,23 @@ async def generate_task(runtime: WorkerRuntime, ref: GenerationRef) -> str:
     """Generate (unless stored already), store, and queue the judging the answer completes;
     returns what happened, for the task's result."""
     # The store's reads run off the loop, as a judge task's preparation does.
+    config, candidate = await runtime.in_store(check_generation, runtime, ref)
     state = await runtime.in_store(runtime.state, ref.batch_id)
     if state.skips_work:
         return f"skipped: batch {state.value}"
-    config = await runtime.in_store(runtime.config, ref.batch_id)
     out_of_budget = await runtime.in_store(runtime.out_of_budget, ref.batch_id, config)
     if out_of_budget:  # `jury resume --max-cost-usd` queues the generation again
         return f"skipped: {out_of_budget}"
-    candidate = next(c for c in config.candidates if c.name == ref.candidate)
     names = [c.name for c in config.candidates]
     generation: Generation | None = None
     stored = await runtime.in_store(is_generated, runtime.sessions, *ref)
     if not stored:
-        text = await runtime.in_store(
-            item_input, runtime.sessions, ref.batch_id, ref.item_id, names
-        )
+        try:
+            text = await runtime.in_store(
+                item_input, runtime.sessions, ref.batch_id, ref.item_id, names
+            )
+        except UnknownBatchError as exc:  # no input item of that id: nothing to answer
+            raise refused("generation task", str(exc), tuple(ref)) from None
         try:
             generation = await answer(runtime, candidate, text or "", ref.batch_id, config)
         except BudgetRefused as exc:  # `jury resume --max-cost-usd` queues it again

@@ -4,14 +4,17 @@ A judge task is one (item, dimension, judge, sample) reference; its call spec
 (jury.schemas.calls) says which dimensions its call scores and in which orders a pair is shown.
 Every task runs the same sequence:
 
-1. the batch's state and budget (a cancelled batch, or one out of budget, skips the task:
-   nothing is called, nothing stored, so `jury resume` finds it missing);
+1. the task's reference against the batch as stored (jury.worker.judging.message_checks: a
+   message that does not fit is refused, nothing called or stored), then the batch's state
+   and budget (a cancelled batch, or one out of budget, skips the task: nothing is called,
+   nothing stored, so `jury resume` finds it missing);
 2. the result cache: the very same calls answered before are not paid for again;
 3. the rate-limited call(s), with jury's retry policy (jury.worker.judging.judge_calls), or for a
    heuristic judge its measures of the output (jury.worker.judging.heuristics: no call, no cost);
 4. the budget: each call reserves its estimated cost on the batch's meter before it is sent,
    and its real cost settles the reservation (jury.worker.limits.budget);
-5. one store write: every sample of the task, its pair scores and the answer to cache, in one
+5. one store write (each sample as it may count, jury.schemas.sample_checks): every sample of
+   the task, its pair scores and the answer to cache, in one
    transaction under the samples' unique keys;
 6. the completion check, the chord's barrier: for each cell that got a new sample, count its
    distinct stored samples; a cell with every sample it expects claims its callback (once, see
@@ -26,15 +29,16 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from jury.errors import JuryError
+from jury.errors import JuryError, MessageRefused
 from jury.schemas.adaptive import first_round
 from jury.schemas.batch import BatchConfig, Dimension, Item, Judge
 from jury.schemas.calls import CallSpec, call_spec
 from jury.schemas.item_dimensions import item_dimension_names
 from jury.schemas.provider_batches import custom_id
 from jury.schemas.results import CellSample, SampleResult
+from jury.schemas.sample_checks import counted
 from jury.schemas.tasks import CellRef, SampleRef
 from jury.store.cache import CacheEntry, find_cached_answers
 from jury.store.chords import claim_callbacks
@@ -43,6 +47,7 @@ from jury.store.provider_batches import record_requests
 from jury.store.samples import SampleWrite, count_cells, record_writes
 from jury.worker.judging.heuristics import measure
 from jury.worker.judging.judge_calls import internal_error, judge_call, task_messages
+from jury.worker.judging.message_checks import check_judged, check_sample_ref, stored_parts
 from jury.worker.judging.prompt_templates import Asking, asking_of
 from jury.worker.judging.result_cache import cache_key, cached_samples
 from jury.worker.limits.budget import BudgetRefused
@@ -101,10 +106,18 @@ async def judge_task(
     completes. `waited_s`: how long the task has been parked so far. A judge with `batch_api`
     has its calls stored as requests for a provider batch instead (unless `live`: a request the
     provider's batch failed, sent on to a live call)."""
-    if judged is not None:  # judged and paid for by an earlier attempt
+    if judged is not None:  # judged and paid for by an earlier attempt, says the message
+        try:
+            await runtime.in_store(check_carried, runtime, ref, judged)
+        except MessageRefused:
+            raise
+        except Exception as exc:  # the store is away: they are stored (and checked) later
+            raise SamplesNotStored(judged, exc) from exc
         await _store(runtime, ref, judged, None)
         return TaskOutcome(judged)
     prepared = await runtime.grouped(prepare_group).submit(ref)
+    if isinstance(prepared, MessageRefused):
+        raise prepared
     if isinstance(prepared, str):
         return TaskOutcome(skipped=prepared)
     limit = prepared.config.max_wait_s
@@ -169,13 +182,25 @@ def _waited_too_long(
     return [CellSample(dimension=name, result=error) for name in prepared.spec.dimensions]
 
 
-async def prepare_group(runtime: WorkerRuntime, refs: Sequence[SampleRef]) -> list[_Prepared | str]:
+def check_carried(runtime: WorkerRuntime, ref: SampleRef, judged: Sequence[CellSample]) -> None:
+    """MessageRefused unless the task and the samples its message carries fit the batch."""
+    config, item = stored_parts(runtime, ref.batch_id, ref.item_id, "judge task")
+    check_sample_ref(runtime, config, item, ref)
+    spec = call_spec(config, ref.dimension, item_dimension_names(config, item))
+    check_judged(config, ref, spec, judged)
+
+
+Prepared = _Prepared | str | MessageRefused
+
+
+async def prepare_group(runtime: WorkerRuntime, refs: Sequence[SampleRef]) -> list[Prepared]:
     return await runtime.in_store(_prepare_all, runtime, refs)
 
 
-def _prepare_all(runtime: WorkerRuntime, refs: Sequence[SampleRef]) -> list[_Prepared | str]:
+def _prepare_all(runtime: WorkerRuntime, refs: Sequence[SampleRef]) -> list[Prepared]:
     """For each task: the batch's state and budget, its spec, item and messages; then the
-    cached answers of all of them in one query. Or why a task judges nothing."""
+    cached answers of all of them in one query. Or why a task judges nothing (a str), or why
+    its message is refused."""
     runtime.read_items((ref.batch_id, ref.item_id) for ref in refs)
     prepared = [_prepare(runtime, ref) for ref in refs]
     cache = runtime.result_cache
@@ -195,16 +220,19 @@ def _prepare_all(runtime: WorkerRuntime, refs: Sequence[SampleRef]) -> list[_Pre
     return prepared
 
 
-def _prepare(runtime: WorkerRuntime, ref: SampleRef) -> _Prepared | str:
+def _prepare(runtime: WorkerRuntime, ref: SampleRef) -> Prepared:
+    try:  # the batch's config and the item are cached: no trip to the store, mostly
+        config, item = stored_parts(runtime, ref.batch_id, ref.item_id, "judge task")
+        check_sample_ref(runtime, config, item, ref)
+    except MessageRefused as exc:
+        return exc
     state = runtime.state(ref.batch_id)
     if state.skips_work:
         return f"batch {state.value}"
-    config = runtime.config(ref.batch_id)
     out_of_budget = runtime.out_of_budget(ref.batch_id, config)
     if out_of_budget:
         return out_of_budget
     judge = config.judge(ref.judge)
-    item = runtime.item(ref.batch_id, ref.item_id)
     spec = call_spec(config, ref.dimension, item_dimension_names(config, item))
     dimensions = [config.dimension(name) for name in spec.dimensions]
     if judge.heuristic is not None:  # no call: no messages, nothing worth caching
@@ -276,6 +304,7 @@ async def store_group(runtime: WorkerRuntime, writes: Sequence[_Write]) -> list[
 def store_writes(runtime: WorkerRuntime, writes: Sequence[_Write]) -> list[CellRef]:
     """Many tasks' samples in one transaction, then the chord's barrier for every cell they
     gave a new sample, then the callbacks of the cells completed; returns those cells."""
+    writes = [_sound(runtime, w) for w in writes]
     _spend(runtime, [w for w in writes if w.spent])
     new = record_writes(runtime.sessions, [w.write for w in writes])
     touched = sorted(
@@ -293,6 +322,23 @@ def store_writes(runtime: WorkerRuntime, writes: Sequence[_Write]) -> list[CellR
             # The sweeper finds complete cells without a verdict and aggregates them.
             log.exception("could not send the callbacks of %d complete cells", len(complete))
     return complete
+
+
+def _sound(runtime: WorkerRuntime, write: _Write) -> _Write:
+    """The write with each sample as it may count (schemas.sample_checks): whatever made it
+    (a call, the result cache, a provider's batch), no sample is stored with a score off its
+    scale or a cost that is not one. Never seen from jury's own calls; said in one line."""
+    config = runtime.config(write.ref.batch_id)
+    samples = []
+    for s in write.write.samples:
+        result = counted(config, config.dimension(s.dimension), s.result, s.pair)
+        if result is not s.result:
+            log.warning("%s: %s", write.ref, result.error)
+            s = CellSample(dimension=s.dimension, result=result)
+        samples.append(s)
+    if all(a is b for a, b in zip(samples, write.write.samples, strict=True)):
+        return write
+    return replace(write, write=replace(write.write, samples=samples))
 
 
 def _spend(runtime: WorkerRuntime, writes: Sequence[_Write]) -> None:

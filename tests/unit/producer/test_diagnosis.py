@@ -49,6 +49,9 @@ def test_workers_on_another_database_are_named() -> None:
 def test_an_unreachable_broker_is_said() -> None:
     text = diagnose(WHERE, None, 10, "ConnectionError: refused")
     assert text is not None and "cannot ask the workers" in text and "refused" in text
+    assert text.startswith("Redis unreachable, retrying")
+    since = diagnose(WHERE, None, 10, "ConnectionError: refused", "14:03:07")
+    assert since is not None and since.startswith("Redis unreachable since 14:03:07, retrying")
 
 
 def test_the_watch_remembers_when_a_worker_last_served() -> None:

@@ -23,6 +23,7 @@ from jury.schemas.candidates import (
     judged_item_ids,
     outputs_of,
     parse_answer_path,
+    request_body,
     source_item_id,
 )
 
@@ -73,6 +74,28 @@ def test_one_candidate_is_not_pairwise_and_bad_sections_are_refused() -> None:
     for candidates, extra, message in bad:
         with pytest.raises(ValidationError, match=re.escape(message)):
             BatchConfig.model_validate({**BASE, **extra, "candidates": candidates})
+
+
+def test_a_get_candidate_has_no_body_as_loaded_as_stored_and_as_sent() -> None:
+    """One check (request_body_problem) at loading, at reading the stored config back and
+    before sending: a GET with no `body:` reads back the same; one with a body is refused."""
+    get = BatchConfig.model_validate(
+        {**BASE, "candidates": [{"name": "faq", "url": "http://h/faq", "method": "GET"}]}
+    )
+    stored = get.model_dump(mode="json")
+    assert stored["candidates"][0]["body"] is None
+    assert BatchConfig.model_validate(stored).model_dump(mode="json") == stored
+    assert request_body(get.candidates[0], "hello") is None  # type: ignore[arg-type]
+    post = HTTPCandidate(name="p", url="http://h/p")
+    assert request_body(post, 'say "hi"') == {"input": 'say "hi"'}
+    with pytest.raises(ValidationError, match="a GET request has no body: remove `body:`"):
+        HTTPCandidate(name="g", url="http://h/g", method="GET", body={"q": "{{input}}"})
+    # Built around the validator (as a forged stored config could be): refused at the call.
+    forged = HTTPCandidate.model_construct(
+        name="g", url="http://h/g", method="GET", body={"q": "x"}, headers={}
+    )
+    with pytest.raises(ValueError, match="a GET request has no body"):
+        request_body(forged, "hello")
 
 
 def test_header_placeholders_stay_as_written() -> None:
