@@ -14,11 +14,8 @@ other columns are ignored. Without one, a CSV or Parquet file may hold only item
 
 from __future__ import annotations
 
-import csv
 import json
 import os
-import re
-import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,19 +23,16 @@ from typing import IO, Any, NamedTuple
 
 from jury.batchfile.documents import (
     DocumentError,
-    depth_problem,
     encoding_problem,
     loads_json,
     open_regular,
     read_document,
     size_problem,
-    too_deep,
 )
 from jury.batchfile.test_cases import is_test_case, test_case_fields
 from jury.errors import BatchFileError
 from jury.schemas.batch import Item
 from jury.schemas.limits import InputLimits
-from jury.schemas.strict import repeated
 
 FORMATS = ("jsonl", "json", "csv", "tsv", "parquet")
 ITEM_FIELDS: tuple[str, ...] = tuple(Item.model_fields)
@@ -52,7 +46,7 @@ _SUFFIX_FORMATS = {
     ".pq": "parquet",
 }
 # Item fields that hold a structure: in a CSV cell, written as JSON.
-_STRUCTURED = ("metadata", "focus_areas", "custom_criteria")
+STRUCTURED = ("metadata", "focus_areas", "custom_criteria")
 # JSON around an item's text on one line, beyond 4 bytes per character of the text.
 LINE_OVERHEAD_BYTES = 65536
 PARQUET_ROWS_PER_BATCH = 512
@@ -127,10 +121,14 @@ def _sniffed_format(path: Path) -> str:
 def read_records(spec: ItemsFile, limits: InputLimits, max_item_chars: int) -> Iterator[Record]:
     """Every record of the items file, in file order, with the mapping applied."""
     fmt = spec.format or _sniffed_format(spec.path)
-    if fmt == "parquet":
-        records = _parquet_records(spec, limits)
-    elif fmt in ("csv", "tsv"):
-        records = _csv_records(spec, limits, max_item_chars, "\t" if fmt == "tsv" else ",")
+    if fmt in ("parquet", "csv", "tsv"):
+        # Imported here: the tabular readers build on this module's lines and records.
+        from jury.batchfile.tabular_items import csv_records, parquet_records
+
+        if fmt == "parquet":
+            records = parquet_records(spec, limits)
+        else:
+            records = csv_records(spec, limits, max_item_chars, "\t" if fmt == "tsv" else ",")
     elif fmt == "json":
         records = _json_array_records(spec.path, limits)
     else:
@@ -163,7 +161,7 @@ def mapped(record: Mapping[str, Any], fields: Mapping[str, str]) -> dict[str, An
     return item
 
 
-def _open_items(path: Path, limits: InputLimits) -> IO[bytes]:
+def open_items(path: Path, limits: InputLimits) -> IO[bytes]:
     handle = open_regular(path, "items file")
     problem = size_problem(_file_size(handle), limits.max_items_file_bytes, "max_items_file_bytes")
     if problem:
@@ -176,12 +174,12 @@ def _file_size(handle: IO[bytes]) -> int:
     return os.fstat(handle.fileno()).st_size
 
 
-class _Line(NamedTuple):
+class NumberedLine(NamedTuple):
     number: int
     raw: bytes | None  # None: longer than the limit (and skipped)
 
 
-def _lines(handle: IO[bytes], limit: int) -> Iterator[_Line]:
+def numbered_lines(handle: IO[bytes], limit: int) -> Iterator[NumberedLine]:
     """Physical lines, each read with a bound: an endless line costs `limit` bytes."""
     number = 0
     while raw := handle.readline(limit + 1):
@@ -189,12 +187,12 @@ def _lines(handle: IO[bytes], limit: int) -> Iterator[_Line]:
         if len(raw) > limit and not raw.endswith(b"\n"):
             while raw and not raw.endswith(b"\n"):  # skip the rest, a bounded read at a time
                 raw = handle.readline(1 << 20)
-            yield _Line(number, None)
+            yield NumberedLine(number, None)
             continue
-        yield _Line(number, raw.removeprefix(b"\xef\xbb\xbf") if number == 1 else raw)
+        yield NumberedLine(number, raw.removeprefix(b"\xef\xbb\xbf") if number == 1 else raw)
 
 
-def _too_long(limit: int, max_item_chars: int) -> str:
+def too_long(limit: int, max_item_chars: int) -> str:
     return (
         f"the line holds more than {limit:,} bytes, far over max_item_chars "
         f"({max_item_chars:,} characters; raise it in the batch file)"
@@ -205,13 +203,13 @@ def _jsonl_records(path: Path, limits: InputLimits, max_item_chars: int) -> Iter
     """A JSON Lines file's records. A file that is clearly something else (another encoding,
     binary data, a first line that is no JSON object) is one problem, not one per line."""
     limit = line_limit(max_item_chars)
-    with _open_items(path, limits) as handle:
-        _check_text(path, handle)
+    with open_items(path, limits) as handle:
+        check_text(path, handle)
         first = True
-        for line in _lines(handle, limit):
+        for line in numbered_lines(handle, limit):
             where = f"line {line.number}"
             if line.raw is None:
-                yield Record(where, None, _too_long(limit, max_item_chars))
+                yield Record(where, None, too_long(limit, max_item_chars))
             elif line.raw.strip():
                 record = _json_record(where, line.raw, limits)
                 if first and record.fields is None and not line.raw.lstrip().startswith(b"{"):
@@ -220,7 +218,7 @@ def _jsonl_records(path: Path, limits: InputLimits, max_item_chars: int) -> Iter
                 yield record
 
 
-def _check_text(path: Path, handle: IO[bytes]) -> None:
+def check_text(path: Path, handle: IO[bytes]) -> None:
     """Refuses at once a file that is not UTF-8 text, saying what it looks like."""
     wrong = encoding_problem(handle.read(4096))
     handle.seek(0)
@@ -272,141 +270,3 @@ def _json_array_records(path: Path, limits: InputLimits) -> Iterator[Record]:
 
 # A header cell that reads like a column's name; anything else (a line of some other file,
 # `root:x:0:0:…`) is never quoted back: an error names at most a short excerpt of a file.
-_COLUMN_NAME = re.compile(r"[\w .()#%+-]{1,64}")
-_COLUMNS_SHOWN = 12
-
-
-def _shown_columns(columns: list[str]) -> str:
-    shown = ", ".join(columns[:_COLUMNS_SHOWN])
-    more = len(columns) - _COLUMNS_SHOWN
-    return shown + (f" and {more:,} more" if more > 0 else "")
-
-
-def _header_problem(columns: list[str], fields: Mapping[str, str]) -> str | None:
-    """Why the file's columns do not fit the mapping (or, without one, the item fields)."""
-    if not all(_COLUMN_NAME.fullmatch(c) for c in columns):
-        return (
-            "the first line is not a header of column names (is this a CSV file? a file's "
-            "format is guessed from its name; `items: {path: …, format: jsonl}` names it)"
-        )
-    duplicates = repeated(columns)
-    if duplicates:
-        return f"the columns {_shown_columns(duplicates)} appear twice in the header"
-    if fields:
-        missing = [f"{c} (for {t})" for t, c in fields.items() if c not in columns]
-        if missing:
-            return f"no column {', '.join(missing)}; the columns are {_shown_columns(columns)}"
-        return None
-    unknown = [c for c in columns if c not in ITEM_FIELDS]
-    if unknown:
-        return (
-            f"the columns {_shown_columns(unknown)} are not item fields "
-            f"({', '.join(ITEM_FIELDS)}): "
-            "map the columns to read with `items: {path: …, fields: {output: your_column}}`, "
-            "and the others are ignored"
-        )
-    return None
-
-
-def _decoded(lines: Iterator[_Line], limit: int, max_item_chars: int) -> Iterator[str]:
-    for line in lines:
-        if line.raw is None:
-            raise _FileProblem(f"line {line.number}: {_too_long(limit, max_item_chars)}")
-        try:
-            yield line.raw.decode("utf-8")
-        except UnicodeDecodeError:
-            raise _FileProblem(f"line {line.number}: not valid UTF-8 text") from None
-
-
-class _FileProblem(Exception):
-    """A problem that stops the reading of a whole file (a CSV record cannot be skipped)."""
-
-
-def _csv_records(
-    spec: ItemsFile, limits: InputLimits, max_item_chars: int, delimiter: str
-) -> Iterator[Record]:
-    limit = line_limit(max_item_chars)
-    csv.field_size_limit(min(sys.maxsize, max(csv.field_size_limit(), limit)))
-    with _open_items(spec.path, limits) as handle:
-        _check_text(spec.path, handle)
-        reader = csv.reader(
-            _decoded(_lines(handle, limit), limit, max_item_chars), delimiter=delimiter
-        )
-        try:
-            header = next(reader, None)
-            if not header:
-                raise _FileProblem("the file has no header row naming its columns")
-            problem = _header_problem(header, spec.fields)
-            if problem:
-                raise _FileProblem(f"line 1: {problem}")
-            for row in reader:
-                where = f"line {reader.line_num}"
-                if not any(cell.strip() for cell in row):
-                    continue
-                if len(row) > len(header):
-                    yield Record(
-                        where, None, f"{len(row)} cells, but the header names {len(header)}"
-                    )
-                    continue
-                yield _csv_record(where, dict(zip(header, row, strict=False)), spec, limits)
-        except csv.Error as exc:
-            raise BatchFileError(
-                str(spec.path), [f"line {reader.line_num}: not valid CSV: {exc}"]
-            ) from None
-        except _FileProblem as exc:
-            raise BatchFileError(str(spec.path), [str(exc)]) from None
-
-
-def _csv_record(where: str, row: dict[str, str], spec: ItemsFile, limits: InputLimits) -> Record:
-    """A CSV row's item fields: empty cells are absent; metadata, focus_areas and
-    custom_criteria are JSON."""
-    structured = {spec.fields.get(name, name) for name in _STRUCTURED}
-    fields: dict[str, Any] = {}
-    for column, cell in row.items():
-        if cell == "":
-            continue
-        if column in structured:
-            try:
-                fields[column] = loads_json(cell, limits)
-            except (json.JSONDecodeError, DocumentError):
-                return Record(where, None, f"column {column}: not valid JSON ({cell[:40]!r})")
-        else:
-            fields[column] = cell
-    return Record(where, fields)
-
-
-def _parquet_records(spec: ItemsFile, limits: InputLimits) -> Iterator[Record]:
-    try:
-        import pyarrow.parquet as parquet
-    except ImportError:
-        raise BatchFileError(
-            str(spec.path),
-            [
-                "reading Parquet needs pyarrow, which jury installs as its `parquet` extra: "
-                "pip install 'jury-panel[parquet]' (or pip install pyarrow)"
-            ],
-        ) from None
-    with _open_items(spec.path, limits) as handle:
-        try:
-            table = parquet.ParquetFile(handle)
-            columns = list(table.schema_arrow.names)
-        except Exception as exc:  # pyarrow's own errors: ArrowInvalid, OSError, …
-            raise BatchFileError(str(spec.path), [f"not a Parquet file: {exc}"]) from None
-        problem = _header_problem(columns, spec.fields)
-        if problem:
-            raise BatchFileError(str(spec.path), [problem])
-        wanted = sorted({*spec.fields.values(), *(c for c in columns if c in ITEM_FIELDS)})
-        row = 0
-        try:
-            for batch in table.iter_batches(PARQUET_ROWS_PER_BATCH, columns=wanted or None):
-                for values in batch.to_pylist():
-                    row += 1
-                    fields = {k: v for k, v in values.items() if v is not None}
-                    if too_deep(fields, limits.max_nesting_depth):
-                        yield Record(f"row {row}", None, depth_problem(limits))
-                    else:
-                        yield Record(f"row {row}", fields)
-        except Exception as exc:  # a corrupt page is pyarrow's OSError or ArrowInvalid
-            raise BatchFileError(
-                str(spec.path), [f"row {row + 1}: cannot be read: {exc}"]
-            ) from None

@@ -56,6 +56,12 @@ AGGREGATE_LINGER_S = 0.1
 STORE_MAX_RETRIES = 30
 
 
+def store_retry_delay(retries: int) -> int:
+    """Seconds before the store is tried again after `retries` failures: doubling from one,
+    at most a minute (the one backoff of a task the store refused, judge or callback)."""
+    return min(60, 2**retries)
+
+
 @dataclass(frozen=True)
 class Parked:
     """The task was parked: this delivery ends in RETRY and is acknowledged."""
@@ -116,7 +122,7 @@ async def judge_body(runtime: WorkerRuntime, args: list[Any], kwargs: dict[str, 
         retries = message.store_retries
         if retries >= STORE_MAX_RETRIES:
             return exc
-        delay = min(60, 2**retries)
+        delay = store_retry_delay(retries)
         log.warning("%s; storing them again in %d s", exc, delay)
         carried: dict[str, Any] = {"judged": exc.payload, "store_retries": retries + 1}
         await runtime.in_store(runtime.queues.park, tuple(ref), _lane(runtime, ref), carried, delay)
@@ -140,7 +146,7 @@ async def aggregate_body(runtime: WorkerRuntime, args: list[Any], kwargs: dict[s
         # The store is down or locked: try again, backing off; the sweeper is the net.
         if retries >= STORE_MAX_RETRIES:
             return exc
-        delay = min(60, 2**retries)
+        delay = store_retry_delay(retries)
         log.warning("aggregating %s failed: %s; again in %d s", cell, exc, delay)
         carried = {"store_retries": retries + 1}
         queue = runtime.settings.queue
