@@ -71,18 +71,18 @@ class BudgetMeter:
         return [self.broker.key(k) for k in redis_keys.budget(self.queue, batch_id)]
 
     def reserve(
-        self, batch_id: str, token: str, usd: float, default_cap: float | None
+        self,
+        batch_id: str,
+        token: str,
+        usd: float,
+        default_cap: float | None,
+        lease_s: float = RESERVATION_LEASE_S,
     ) -> Reservation:
         """Reserve `usd` for the call named `token`, if spent + reserved + `usd` stays within
-        the cap (the meter's own, set by `jury resume --max-cost-usd`, else `default_cap`)."""
+        the cap (the meter's own, set by `jury resume --max-cost-usd`, else `default_cap`),
+        for `lease_s` at most."""
         cap_arg = "" if default_cap is None else str(to_nano(default_cap))
-        args: list[str | int] = [
-            token,
-            to_nano(usd),
-            RESERVATION_LEASE_S * 1000,
-            cap_arg,
-            METER_TTL_MS,
-        ]
+        args: list[str | int] = [token, to_nano(usd), round(lease_s * 1000), cap_arg, METER_TTL_MS]
         keys = self._keys(batch_id)
         granted, spent, reserved, cap = self._reserve(keys=keys, args=args)
         if granted == -1:  # no meter yet (a new batch, or Redis lost it): from the store

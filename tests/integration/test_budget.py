@@ -85,3 +85,35 @@ def test_budget_holds_at_high_concurrency(
         assert paid_calls(slow) == stored_samples(sessions, batch_id)  # each paid call kept
     finally:
         slow.stop()
+
+
+def test_a_provider_batch_reserves_its_cost_before_the_upload(
+    tmp_path: Path, redis_url: str, logs_dir: Path, start_workers: WorkerStarter
+) -> None:
+    """A Batch API judge's provider batch reserves its requests' estimate before it is
+    uploaded: one that cannot fit is never sent, and the budget stops the batch."""
+    from tests.integration.test_batch_api import FAST, _sim_batches, batch_simulator
+
+    folder = tmp_path / "sim-batches"
+    sim = batch_simulator(logs_dir, folder, "--batch-delay", "0.2")
+    try:
+        settings = settings_for(redis_url, f"sqlite:///{tmp_path / 'jury.db'}")
+        start_workers(settings, 1, **FAST)
+        judge = {
+            "model": "openai/lenient",
+            "n": 2,
+            "batch_api": True,
+            "input_cost_per_token": PRICE,
+            "output_cost_per_token": PRICE,
+        }
+        # 20 requests of ~$0.004 estimated each: $0.08, past a $0.02 cap.
+        batch = write_batch(tmp_path, sim, [judge], max_cost_usd=0.02, cache=False)
+        sessions = session_factory(settings.database_url)
+        batch_id = submit_batch(load_batch(batch), sessions, create_producer_app(settings))
+        wait_for(lambda: stopped(sessions, batch_id), 60, "the budget to stop the batch")
+        status = batch_status(sessions, batch_id)
+        assert status.error and "budget reached: $0.0000 spent" in status.error
+        assert _sim_batches(folder) == []  # nothing uploaded, nothing paid
+        assert stored_cost(sessions, batch_id) == 0
+    finally:
+        sim.stop()

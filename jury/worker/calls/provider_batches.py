@@ -24,14 +24,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import threading
 import uuid
-from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from jury.broker import keys as redis_keys
-from jury.broker.redis_client import log_step_failure
 from jury.errors import JudgeCallError, PermanentJudgeError
 from jury.schemas.batch import BatchConfig, Judge
 from jury.schemas.calls import CallSpec, call_spec
@@ -56,6 +53,7 @@ from jury.worker.judging.judge_calls import RetryPolicy, asking_judge, judge_cal
 from jury.worker.judging.pipeline import _Write, store_writes
 from jury.worker.judging.prompt_templates import asking_of
 from jury.worker.judging.result_cache import cache_key
+from jury.worker.limits.budget import estimate_cost
 from jury.worker.runtime import WorkerRuntime
 
 log = logging.getLogger("jury.batch_api")
@@ -66,6 +64,8 @@ log = logging.getLogger("jury.batch_api")
 POLL_MAX_S = 60.0
 # Stored in one transaction at a time.
 STORE_CHUNK = 500
+# A provider batch's reservation outlives its judge's batch_max_wait_s by this much.
+BUDGET_LEASE_MARGIN_S = 3600.0
 # Error kinds another attempt would not change.
 PERMANENT_KINDS = frozenset(
     {"bad_request", "auth", "not_found", "missing_key", "missing_env", "egress_refused", "internal"}
@@ -159,6 +159,8 @@ class ProviderBatches:
         try:
             client = self._client(judge)
             found = client.find(intent.id) if resumed else None
+            if found is None and not resumed and not self._reserve(intent, judge, requests):
+                return
             if found is None:
                 params = self._line_params(judge, [self._spec(config, r) for r in requests])
                 lines = [
@@ -184,6 +186,33 @@ class ProviderBatches:
             next_poll_at=poll_at,
         )
         log.info("provider batch %s: %d requests as %s", intent.id, len(requests), found["id"])
+
+    def _reserve(
+        self, intent: store.ProviderBatch, judge: Judge, requests: list[store.Request]
+    ) -> bool:
+        """Reserve what the provider batch may cost on its jury batch's budget, before the
+        upload (jury.worker.limits.budget's estimate, request by request, held until the
+        batch ends or its judge's batch_max_wait_s has passed). No room: its requests go back
+        to pending, and with nothing else in flight the budget stops the batch."""
+        runtime = self.runtime
+        config = runtime.config(intent.batch_id)
+        if runtime.out_of_budget(intent.batch_id, config) is None and runtime.uncapped(
+            intent.batch_id, config
+        ):
+            return True
+        estimate = sum(estimate_cost(judge, r.messages, runtime.prices) for r in requests)
+        lease = judge.batch_max_wait_s + BUDGET_LEASE_MARGIN_S
+        reservation = runtime.budget.reserve(
+            intent.batch_id, intent.id, estimate, config.max_cost_usd, lease
+        )
+        if reservation.granted:
+            return True
+        store.send_back(runtime.sessions, intent.id, [r.id for r in requests])
+        store.finish_batch(runtime.sessions, intent.id, 0, 0)
+        if reservation.reading.reserved_usd <= 0:
+            runtime.stop_for_budget(intent.batch_id, reservation.reading)
+        log.info("provider batch %s: no room on the budget; its requests wait", intent.id)
+        return False
 
     def _spec(self, config: BatchConfig, request: store.Request) -> CallSpec:
         """The request's task spec; its item is read only when items choose their criteria
@@ -270,6 +299,7 @@ class ProviderBatches:
         judge = config.judge(batch.judge)
         if runtime.state(batch.batch_id).skips_work:
             store.finish_batch(sessions, batch.id, 0, 0)
+            runtime.budget.settle(batch.batch_id, batch.id, 0.0)  # its reservation given back
             return  # a cancelled batch: its requests stay unanswered, as its queued tasks do
         tasks: dict[SampleRef, list[store.Request]] = {}
         for r in requests:
@@ -316,6 +346,8 @@ class ProviderBatches:
         store.mark_done(sessions, batch.id, done)
         store.send_back(sessions, batch.id, again)
         store.finish_batch(sessions, batch.id, n_ok, n_failed)
+        # Its cost is on the meter (the writes' spend): the reservation is given back.
+        runtime.budget.settle(batch.batch_id, batch.id, 0.0)
         log.info(
             "provider batch %s (%s): %d requests answered, %d failed, %d sent on, %d live",
             batch.id,
@@ -366,24 +398,3 @@ class ProviderBatches:
                 asking=asking_of(config, config.judge(ref.judge)),
             )
         return out
-
-
-class ProviderBatchThread(threading.Thread):
-    """Runs a worker's ProviderBatches every `batch_api_step_s` until stopped."""
-
-    def __init__(
-        self, runtime: Callable[[], WorkerRuntime], node: str, stopped: threading.Event
-    ) -> None:
-        super().__init__(name="jury-batch-api", daemon=True)
-        self.runtime = runtime
-        self.node = node
-        self.stopped = stopped
-
-    def run(self) -> None:
-        runtime = self.runtime()
-        batches = ProviderBatches(runtime, self.node)
-        while not self.stopped.wait(runtime.settings.batch_api_step_s):
-            try:
-                batches.step()
-            except Exception as exc:
-                log_step_failure(log, "provider batches step", exc)

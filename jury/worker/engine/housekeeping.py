@@ -23,7 +23,7 @@ from collections.abc import Callable
 
 from jury.broker.parking import Parking
 from jury.broker.redis_client import log_step_failure, outage
-from jury.worker.calls.provider_batches import ProviderBatchThread
+from jury.worker.calls.provider_batches import ProviderBatches
 from jury.worker.engine.liveness import HeldMessages, Liveness
 from jury.worker.engine.sweeper import sweep_if_mine
 from jury.worker.runtime import WorkerRuntime
@@ -84,3 +84,24 @@ class Housekeeper(threading.Thread):
                 self.liveness.leave()
             except Exception as exc:  # one line: the worker is stopping anyway
                 log.warning("could not remove this worker's heartbeat: %s", outage(exc) or exc)
+
+
+class ProviderBatchThread(threading.Thread):
+    """Runs a worker's ProviderBatches every `batch_api_step_s` until stopped."""
+
+    def __init__(
+        self, runtime: Callable[[], WorkerRuntime], node: str, stopped: threading.Event
+    ) -> None:
+        super().__init__(name="jury-batch-api", daemon=True)
+        self.runtime = runtime
+        self.node = node
+        self.stopped = stopped
+
+    def run(self) -> None:
+        runtime = self.runtime()
+        batches = ProviderBatches(runtime, self.node)
+        while not self.stopped.wait(runtime.settings.batch_api_step_s):
+            try:
+                batches.step()
+            except Exception as exc:
+                log_step_failure(log, "provider batches step", exc)
