@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import socket
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -45,6 +46,8 @@ _ENV_NAMES: dict[str, str] = {
     "batch_api_window_s": "JURY_BATCH_API_WINDOW",
     "batch_api_poll_s": "JURY_BATCH_API_POLL",
     "batch_api_lock_s": "JURY_BATCH_API_LOCK",
+    "metrics_port": "JURY_METRICS_PORT",
+    "metrics_address": "JURY_METRICS_ADDRESS",
 }
 
 
@@ -159,10 +162,34 @@ class Settings(BaseModel):
     publish_wave: int = Field(default=5_000, ge=1)
     retry_base_delay_s: float = Field(default=1.0, ge=0)
     retry_max_delay_s: float = Field(default=30.0, ge=0)
+    # Where each worker process serves its metrics for Prometheus (docs/monitoring.md): a
+    # port, or a range `9464-9471` of which each process takes the first free one (several
+    # workers on one host); empty or 0: none, and nothing is recorded.
+    metrics_port: str = ""
+    # The interface it listens on: loopback unless told (0.0.0.0 in a container).
+    metrics_address: str = "127.0.0.1"
 
     @property
     def all_queues(self) -> list[str]:
         return deployment_queues(self.queue, self.lanes)
+
+    @property
+    def metrics_ports(self) -> range:
+        """The ports JURY_METRICS_PORT names, in order (empty: no metrics)."""
+        low, _, high = self.metrics_port.replace(" ", "").partition("-")
+        first = int(low or 0)
+        return range(first, int(high or first) + 1) if first else range(0)
+
+    @field_validator("metrics_port")
+    @classmethod
+    def _port_range(cls, value: str) -> str:
+        found = re.fullmatch(r"(\d{1,5})(?:-(\d{1,5}))?", value.replace(" ", ""))
+        first, last = (int(found[1]), int(found[2] or found[1])) if found else (-1, -1)
+        if value.strip() and not (first == last == 0 or 0 < first <= last <= 65535):
+            raise ValueError(
+                f"{value[:40]!r}: a port (1-65535), a range of ports like 9464-9471, or 0 for none"
+            )
+        return value
 
     @field_validator("broker_transport_options", "broker_use_ssl", mode="before")
     @classmethod

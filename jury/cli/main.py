@@ -11,7 +11,7 @@ from jury.cli.agreement import agreement
 from jury.cli.batches import cancel, results, resume, status, submit
 from jury.cli.browse import list_batches, report, show
 from jury.cli.compare import compare
-from jury.cli.services import demo, flower, init, simulate, worker
+from jury.cli.services import demo, exporter, flower, init, simulate, worker
 
 
 def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
@@ -47,6 +47,7 @@ for command in (
     agreement,
     compare,
     worker,
+    exporter,
     simulate,
     flower,
     demo,

@@ -27,6 +27,7 @@ from jury.store.cells import CellVerdict, save_cells
 from jury.store.escalations import is_escalated, mark_escalated
 from jury.store.samples import pair_judgments, samples_of_cells
 from jury.worker.judging.aggregation import build_verdict, cell_pass_vote
+from jury.worker.metrics import recording as metrics
 from jury.worker.runtime import WorkerRuntime
 
 log = logging.getLogger("jury.worker")
@@ -89,7 +90,7 @@ def aggregate_cells(
             pending.append((len(outcomes), decided))
             outcomes.append(AggregateOutcome(decided.verdict))
     _with_positions(runtime, pending)
-    save_cells(runtime.sessions, [entry for _, entry in pending])
+    metrics.verdicts_stored(sum(save_cells(runtime.sessions, [entry for _, entry in pending])))
     return outcomes
 
 
