@@ -180,6 +180,8 @@ class WorkerMetrics:
     """The metrics of one worker process, on `registry`."""
 
     def __init__(self, registry: CollectorRegistry) -> None:
+        self.registry = registry
+
         def counter(name: str, text: str, labels: tuple[str, ...] = ()) -> Counter:
             return Counter(name, text, labels, registry=registry)
 
@@ -285,9 +287,9 @@ _NOTHING: AbstractContextManager[None] = nullcontext()
 
 
 def switch_on(registry: CollectorRegistry = REGISTRY) -> WorkerMetrics:
-    """Record from now on, on `registry` (once per process: later calls return the same)."""
+    """Record from now on, on `registry` (again on the same registry: the same metrics)."""
     global _metrics
-    if _metrics is None:
+    if _metrics is None or _metrics.registry is not registry:
         disable_created_metrics()  # no `_created` series beside each counter: half the series
         _metrics = WorkerMetrics(registry)
     return _metrics
