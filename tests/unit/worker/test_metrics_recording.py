@@ -196,7 +196,7 @@ def test_switched_off_nothing_is_recorded() -> None:
     assert value(registry, "jury_verdicts_stored_total") == 0
     assert value(registry, "jury_tasks_requeued_total", reason="dead_worker") == 0
     # Off, the call is handed back as it is: no wrapper on the hot path.
-    coroutine = asyncio.sleep(0)
+    coroutine = asyncio.sleep(0, Reply())
     assert recording.watch_call(judge, coroutine) is coroutine
     coroutine.close()
 
@@ -245,7 +245,7 @@ def test_an_address_not_of_this_host_is_one_paragraph() -> None:
 
 def test_no_port_no_metrics() -> None:
     assert serve_worker_metrics(Settings()) is None
-    coroutine = asyncio.sleep(0)
+    coroutine = asyncio.sleep(0, Reply())
     assert recording.watch_call(Judge(model="openai/x"), coroutine) is coroutine
     coroutine.close()
 
