@@ -1,6 +1,5 @@
-"""bench/throughput's pairing: each jury run against the baseline run of its round, and against
-its metrics run; and
-bench/ratelimit's leanest second."""
+"""bench/throughput's pairing: each jury run against the baseline run of its round, and
+against the metrics run of its round; and bench/ratelimit's leanest second."""
 
 from __future__ import annotations
 
