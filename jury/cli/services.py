@@ -51,7 +51,13 @@ def worker(ctx: click.Context) -> None:
 
 
 @click.command()
-@click.option("--port", type=click.IntRange(1, 65535), default=9465, show_default=True)
+@click.option(
+    "--port",
+    type=click.IntRange(1, 65535),
+    default=9465,
+    show_default=True,
+    help="Port to serve /metrics on.",
+)
 @click.option(
     "--address",
     default="127.0.0.1",

@@ -330,7 +330,7 @@ def take_screenshot(prometheus: Prometheus, path: Path, model: str) -> None:
     """Prometheus' graph of this run's calls per minute by model and outcome (the picture in
     docs/monitoring.md), written only when JURY_MONITORING_SCREENSHOT names a file. Debian's
     Prometheus serves its classic web UI (the graph page at /classic/graph)."""
-    from tests.browser import chromium_driver, full_page_screenshot
+    from tests.browser import chromium_driver
 
     query = "sum by (model, outcome) (rate(jury_calls_total[5s])) * 60 > 0"
     params = urllib.parse.urlencode({"g0.expr": query, "g0.tab": "0", "g0.range_input": "40s"})
@@ -341,4 +341,5 @@ def take_screenshot(prometheus: Prometheus, path: Path, model: str) -> None:
             return bool(driver.find_elements("css selector", ".rickshaw_legend .line"))
 
         wait_for(drawn, 30, "the graph")
-        full_page_screenshot(driver, path)
+        driver.set_window_size(1280, 1000)  # the graph and its legend
+        driver.save_screenshot(str(path))
