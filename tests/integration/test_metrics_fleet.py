@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import secrets
 import signal
+import socket
 import subprocess
 import sys
 import urllib.request
@@ -163,3 +164,26 @@ def test_a_store_it_cannot_read_is_served_as_not_read(redis_url: str, tmp_path: 
     assert registry.get_sample_value("jury_fleet_read_ok") == 0
     broker.close()
     assert redis.Redis.from_url(redis_url).ping()
+
+
+def test_a_worker_whose_metrics_port_is_taken_stops_in_one_paragraph(
+    redis_url: str, tmp_path: Path
+) -> None:
+    """Asked for metrics it cannot serve, a worker says why and stops at once, before it
+    takes a task (or imports LiteLLM)."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        settings = settings_for(redis_url, f"sqlite:///{tmp_path / 'jury.db'}")
+        done = subprocess.run(
+            [sys.executable, "-P", "-m", "jury.worker"],
+            env=worker_env(settings, JURY_METRICS_PORT=str(port)),
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    assert done.returncode == 2
+    assert f"jury worker: no free port for metrics in {port}" in done.stderr
+    assert "Traceback" not in done.stderr
