@@ -13,7 +13,6 @@ import json
 import re
 import shutil
 import subprocess
-from dataclasses import dataclass
 
 import pytest
 from prometheus_client import CollectorRegistry
@@ -25,6 +24,7 @@ from jury.schemas.batch import Judge
 from jury.worker.metrics.fleet import FleetReading, families, read_ok
 from jury.worker.metrics.recording import WorkerMetrics
 from tests.conftest import IN_CI, ROOT
+from tests.unit.worker.test_metrics_recording import Reply
 
 PROMETHEUS = ROOT / "deploy" / "prometheus"
 DASHBOARD = ROOT / "deploy" / "grafana" / "dashboards" / "jury.json"
@@ -137,7 +137,7 @@ def test_no_label_names_an_item_a_sample_or_a_task() -> None:
     series.set_limits(Judge(model="openai/x", rpm=60))
     series.parked("slot")
     series.failed(TransientJudgeError("slow", kind="timeout"))
-    series.answered(Answer())
+    series.answered(Reply())
     worker = {name for f in registry.collect() for s in f.samples for name in s.labels}
     assert worker - {"le"} == {"model", "outcome", "kind", "reason", "limit"}
     reading = FleetReading(
@@ -145,12 +145,3 @@ def test_no_label_names_an_item_a_sample_or_a_task() -> None:
     )
     fleet = {name for f in families(reading) for s in f.samples for name in s.labels}
     assert fleet == {"queue", "state", "batch"}
-
-
-@dataclass(frozen=True)
-class Answer:
-    text: str = "{}"
-    prompt_tokens: int = 1
-    completion_tokens: int = 1
-    cost_usd: float = 0.0
-    latency_ms: float = 1.0
