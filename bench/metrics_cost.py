@@ -26,7 +26,7 @@ from jury.schemas.batch import Judge
 from jury.worker.metrics import recording
 
 SCRAPE_INTERVAL_S = 5.0
-METRICS_LABEL = "+metrics"
+METRICS_LABEL = "-metrics"
 
 
 def free_port_range(count: int) -> str:

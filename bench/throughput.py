@@ -3,7 +3,7 @@
 Runs, side by side in one run:
   publish   `jury submit` of the large batch with no worker and no bound: the producer's rate
   jury-N    the batch end to end (producer, workers, store), bounded queues (back-pressure)
-  jury-N+metrics  the same with the workers' metrics on, each worker scraped every 5 s
+  jury-N-metrics  the same with the workers' metrics on, each worker scraped every 5 s
   jury-n    a smaller batch with the same bound: peak Redis memory follows the bound, not the size
   baseline  one process, asyncio.gather with a semaphore, calling LiteLLM for the same judgments
   recording a call's metrics recorded, on against off, timed in this process (bench.metrics_cost)
@@ -19,7 +19,7 @@ baseline run of its round: the table then also gives each pair's ratios (jury's 
 judgment over all its processes / the baseline's; jury's judgments a second / the
 baseline's) and their median. On a shared machine one pair's ratio varies by more than the
 differences worth knowing; the median of several pairs, made in turn, does less. Each jury-N
-run is paired with the jury-N+metrics run of its round the same way: the workers' CPU per
+run is paired with the jury-N-metrics run of its round the same way: the workers' CPU per
 judgment with metrics on over off (the target: at most 1.03).
 """
 

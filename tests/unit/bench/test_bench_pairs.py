@@ -51,9 +51,9 @@ def test_each_jury_run_is_paired_with_the_metrics_run_of_its_round() -> None:
 
     rows = [
         run("jury-600", 8.0, 100),
-        run("jury-600+metrics", 8.2, 98),
+        run("jury-600-metrics", 8.2, 98),
         run("asyncio baseline", 5.0, 300),
-        run("jury-600+metrics", 7.8, 105),  # the next round, metrics first
+        run("jury-600-metrics", 7.8, 105),  # the next round, metrics first
         run("jury-600", 8.0, 100),
         run("jury-600", 9.0, 90),  # alone
     ]
@@ -67,7 +67,7 @@ def test_the_recording_s_share_of_a_judgment() -> None:
     rows: list[dict[str, object]] = [
         {"run": "jury-600", "cpu_ms": {"workers": 8.0}, "judgments_per_s": 100},
         {
-            "run": "jury-600+metrics",
+            "run": "jury-600-metrics",
             "cpu_ms": {"workers": 8.1},
             "judgments_per_s": 100,
             "calls_per_judgment": 1.0,
