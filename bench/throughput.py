@@ -258,7 +258,7 @@ def print_table(rows: list[dict[str, Any]]) -> None:
     columns += ["redis_commands_per_judgment"]
     lines = [(column, figure(column)) for column in columns]
     lines += [(f"cpu ms/judgment {kind}", _cpu(kind)) for kind in kinds]
-    print_runs(rows, "run", lines)
+    print_runs(rows, "run", lines, width=20)
 
 
 def _cpu(kind: str) -> Callable[[dict[str, Any]], object]:
