@@ -73,7 +73,7 @@ def call_outcome(exc: BaseException | None) -> str | None:
             return REFUSED
         if exc.kind == "rate_limited":
             return RATE_LIMITED
-        return TIMEOUT if exc.kind == TIMEOUT else ERROR
+        return TIMEOUT if exc.kind == "timeout" else ERROR
     if isinstance(exc, BudgetRefused):
         return REFUSED
     if isinstance(exc, JuryError) or not isinstance(exc, Exception):
