@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 
-.PHONY: demo test test-slow lint docs bench-ratelimit bench-faults bench-throughput bench-scaling bench-stability bench-modes bench-cache bench-trust bench-concurrency bench-batchapi test-real bench-real clean
+.PHONY: demo test test-metrics test-slow lint docs bench-ratelimit bench-faults bench-throughput bench-scaling bench-stability bench-modes bench-cache bench-trust bench-concurrency bench-batchapi test-real bench-real clean
 
 $(STAMP): requirements.lock pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -22,7 +22,12 @@ demo: $(STAMP)
 # a test file per process. TEST_PROCESSES=0 runs it in this one process.
 TEST_PROCESSES ?= 3
 test: $(STAMP) lint
-	$(BIN)/python -m pytest -q $(if $(filter 0,$(TEST_PROCESSES)),,-n $(TEST_PROCESSES) --dist loadfile)
+	$(BIN)/python -m pytest -q -m "not prometheus" $(if $(filter 0,$(TEST_PROCESSES)),,-n $(TEST_PROCESSES) --dist loadfile)
+
+# A real Prometheus (Debian's `prometheus` package) scraping a worker and `jury exporter`
+# through a batch: kept out of `make test` for its five minutes; .ci/run runs it after.
+test-metrics: $(STAMP)
+	$(BIN)/python -m pytest -q -m prometheus tests/integration/test_prometheus.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

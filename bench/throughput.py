@@ -3,20 +3,24 @@
 Runs, side by side in one run:
   publish   `jury submit` of the large batch with no worker and no bound: the producer's rate
   jury-N    the batch end to end (producer, workers, store), bounded queues (back-pressure)
+  jury-N-metrics  the same with the workers' metrics on, each worker scraped every 5 s
   jury-n    a smaller batch with the same bound: peak Redis memory follows the bound, not the size
   baseline  one process, asyncio.gather with a semaphore, calling LiteLLM for the same judgments
+  recording a call's metrics recorded, on against off, timed in this process (bench.metrics_cost)
 
 and prints judgments per second, CPU milliseconds per judgment per process kind, peak Redis
 memory and peak worker RSS: a table for people and one JSON line for machines.
 
     python -m bench.throughput [--judgments 100000] [--small 20000] [--workers 2]
-        [--runs publish,jury,jury-small,baseline] [--repeat 1]
+        [--runs publish,jury,jury-metrics,jury-small,baseline,recording] [--repeat 1]
 
 With `--repeat N`, the runs are made N times in turn, and each jury run is paired with the
 baseline run of its round: the table then also gives each pair's ratios (jury's CPU per
 judgment over all its processes / the baseline's; jury's judgments a second / the
 baseline's) and their median. On a shared machine one pair's ratio varies by more than the
-differences worth knowing; the median of several pairs, made in turn, does less.
+differences worth knowing; the median of several pairs, made in turn, does less. Each jury-N
+run is paired with the jury-N-metrics run of its round the same way: the workers' CPU per
+judgment with metrics on over off (the target: at most 1.03).
 """
 
 from __future__ import annotations
@@ -39,6 +43,14 @@ import redis
 
 from bench.asyncio_baseline import DIMENSIONS, JUDGES, run_baseline_child
 from bench.common import figure, local_stack, print_runs, worker_env
+from bench.metrics_cost import (
+    METRICS_LABEL,
+    Scraper,
+    free_port_range,
+    metrics_pairs,
+    print_metrics_pairs,
+    recording_cost,
+)
 from jury.local.services import wait_for
 from jury.store.engine import session_factory
 from jury.store.repository import batch_status
@@ -151,14 +163,25 @@ def run_publish_only(folder: Path, args: argparse.Namespace) -> dict[str, Any]:
         }
 
 
-def run_jury(folder: Path, label: str, judgments_wanted: int, args: argparse.Namespace) -> Any:
-    options = {
+def run_jury(
+    folder: Path,
+    label: str,
+    judgments_wanted: int,
+    args: argparse.Namespace,
+    metrics: bool = False,
+) -> Any:
+    options: dict[str, Any] = {
         "max_queued_tasks": args.max_queued,
         "worker_concurrency": args.concurrency,
         "sweep_interval_s": 30.0,
     }
+    if metrics:  # each worker takes the first free port of the range
+        options["metrics_port"] = free_port_range(args.workers)
     with local_stack(folder, label, SIMULATOR, args.workers, **options) as stack:
         batch, judgments = write_batch(folder, stack.simulator.url, judgments_wanted)
+        scraper = Scraper(stack.settings.metrics_ports) if metrics else None
+        if scraper is not None:
+            scraper.start()
         pids = [w.process.pid for w in stack.workers]
         peaks = Peaks(stack.settings.broker_url, pids)
         cpu_before = {pid: cpu_seconds(pid) for pid in pids}
@@ -176,7 +199,16 @@ def run_jury(folder: Path, label: str, judgments_wanted: int, args: argparse.Nam
         workers_cpu = sum(cpu_seconds(pid) - cpu_before[pid] for pid in pids)
         commands = redis_commands(stack.settings.broker_url) - commands_before
         per = 1000 / judgments
+        scraped: dict[str, Any] = {}
+        if scraper is not None:
+            scraper.stopped.set()
+            calls = scraper.calls()
+            scraped = {
+                "calls_per_judgment": round(calls / judgments, 3),
+                "scrapes": scraper.scrapes,
+            }
         return {
+            **scraped,
             "run": label,
             "judgments": judgments,
             "wall_s": round(wall, 1),
@@ -226,7 +258,7 @@ def print_table(rows: list[dict[str, Any]]) -> None:
     columns += ["redis_commands_per_judgment"]
     lines = [(column, figure(column)) for column in columns]
     lines += [(f"cpu ms/judgment {kind}", _cpu(kind)) for kind in kinds]
-    print_runs(rows, "run", lines)
+    print_runs(rows, "run", lines, width=20)
 
 
 def _cpu(kind: str) -> Callable[[dict[str, Any]], object]:
@@ -243,7 +275,7 @@ def main() -> None:
     )
     parser.add_argument("--max-queued", type=int, default=10_000, help="JURY_MAX_QUEUED")
     parser.add_argument("--baseline-concurrency", type=int, default=64)
-    parser.add_argument("--runs", default="publish,jury,jury-small,baseline")
+    parser.add_argument("--runs", default="publish,jury,jury-metrics,jury-small,baseline,recording")
     parser.add_argument("--repeat", type=int, default=1, help="make the runs this many times")
     args = parser.parse_args()
     rows = []
@@ -255,6 +287,11 @@ def main() -> None:
                     rows.append(run_publish_only(folder, args))
                 elif run == "jury":
                     rows.append(run_jury(folder, f"jury-{args.judgments}", args.judgments, args))
+                elif run == "jury-metrics":
+                    label = f"jury-{args.judgments}{METRICS_LABEL}"
+                    rows.append(run_jury(folder, label, args.judgments, args, metrics=True))
+                elif run == "recording":
+                    rows.append({"run": "recording", **recording_cost()})
                 elif run == "jury-small":
                     rows.append(run_jury(folder, f"jury-{args.small}", args.small, args))
                 elif run == "baseline":
@@ -268,7 +305,30 @@ def main() -> None:
         print_pairs(pairs, median)
         summary["pairs"] = pairs
         summary["median"] = median
+    summary.update(metrics_summary(rows, f"jury-{args.judgments}"))
     print(json.dumps(summary))
+
+
+def metrics_summary(rows: list[dict[str, Any]], plain: str) -> dict[str, Any]:
+    """Metrics on against off: the pairs' ratios, and the recording's own cost as a share of
+    a worker's CPU per judgment (at the calls per judgment the metrics run counted)."""
+    pairs = metrics_pairs(rows, plain)
+    cost = next((dict(r) for r in rows if r["run"] == "recording"), None)
+    plain_cpu = [r["cpu_ms"]["workers"] for r in rows if r["run"] == plain]
+    calls = [r["calls_per_judgment"] for r in rows if "calls_per_judgment" in r]
+    if cost and plain_cpu and calls:
+        per_judgment_us = cost["recording_us_per_call"] * statistics.median(calls)
+        share = 100 * per_judgment_us / (1000 * statistics.median(plain_cpu))
+        cost["share_of_judgment_pct"] = round(share, 3)
+    if not pairs and not cost:
+        return {}
+    print_metrics_pairs(pairs, cost)
+    summary: dict[str, Any] = {"metrics_pairs": pairs, "metrics_recording": cost}
+    if pairs:
+        summary["metrics_median_cpu_ratio"] = statistics.median(
+            p["workers_cpu_ratio"] for p in pairs
+        )
+    return summary
 
 
 # The baseline's CPU without its process' start (`import litellm`): jury's workers start before.

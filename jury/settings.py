@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
+from jury.schemas.heuristic_modules import MODULE_PREFIX, refused_module
+
 if TYPE_CHECKING:
     from jury.schemas.egress import EgressPolicy
 
@@ -20,56 +22,6 @@ DEFAULT_BROKER_URL = "redis://127.0.0.1:6379/0"
 # jury's own Celery pool (jury.worker.engine.pool), selected by JURY_WORKER_POOL=engine.
 ENGINE_POOL = "engine"
 DEFAULT_DATABASE_URL = "sqlite:///jury.db"
-# Modules no callable heuristic may come from, whatever the operator allows: the process,
-# the files, the interpreter and the network are theirs. A prefix of these in the setting is
-# a configuration error (Settings.heuristic_callables).
-REFUSED_MODULES = (
-    "builtins",
-    "os",
-    "posix",
-    "nt",
-    "sys",
-    "subprocess",
-    "shutil",
-    "importlib",
-    "runpy",
-    "pickle",
-    "marshal",
-    "ctypes",
-    "code",
-    "codeop",
-    "pty",
-    "socket",
-    "signal",
-    "multiprocessing",
-    "threading",
-    "_thread",
-    "io",
-    "pathlib",
-    "tempfile",
-    "webbrowser",
-    "http",
-    "urllib",
-    "asyncio",
-    "gc",
-    "inspect",
-    "jury",
-)
-
-
-def module_under(module: str, prefixes: Sequence[str]) -> bool:
-    """True if `module` is one of `prefixes` or inside one (`a.b` is under `a`, `ab` is not)."""
-    return any(module == p or module.startswith(p + ".") for p in prefixes)
-
-
-def refused_module(module: str) -> bool:
-    """True for a module no callable heuristic may come from (REFUSED_MODULES, or private)."""
-    return module_under(module, REFUSED_MODULES) or module.startswith("_")
-
-
-_MODULE_PREFIX = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
-
-
 # Settings field -> environment variable (the documented contract, plus tuning knobs).
 _ENV_NAMES: dict[str, str] = {
     "broker_url": "JURY_BROKER_URL",
@@ -108,6 +60,8 @@ _ENV_NAMES: dict[str, str] = {
     "egress_public": "JURY_EGRESS_PUBLIC",
     "key_hosts": "JURY_KEY_HOSTS",
     "plain_vars": "JURY_PLAIN_VARS",
+    "metrics_port": "JURY_METRICS_PORT",
+    "metrics_address": "JURY_METRICS_ADDRESS",
 }
 # The egress policy's settings (jury.schemas.egress) and their variables: the producer and
 # a call made outside a worker's runtime read them alone.
@@ -274,7 +228,7 @@ class Settings(BaseModel):
         if not isinstance(value, list):
             return value
         for prefix in value:
-            if not isinstance(prefix, str) or not _MODULE_PREFIX.fullmatch(prefix):
+            if not isinstance(prefix, str) or not MODULE_PREFIX.fullmatch(prefix):
                 raise ValueError(f"{prefix!r} is not a module prefix (`package.module`)")
             if refused_module(prefix):
                 raise ValueError(
@@ -289,9 +243,34 @@ class Settings(BaseModel):
             return "JURY_BROKER_URL"
         return "the default, as JURY_BROKER_URL is unset"
 
+    # Where each worker process serves its metrics for Prometheus (docs/monitoring.md): a
+    # port, or a range `9464-9471` of which each process takes the first free one (several
+    # workers on one host); empty or 0: none, and nothing is recorded.
+    metrics_port: str = ""
+    # The interface it listens on: loopback unless told (0.0.0.0 in a container).
+    metrics_address: str = "127.0.0.1"
+
     @property
     def all_queues(self) -> list[str]:
         return deployment_queues(self.queue, self.lanes)
+
+    @property
+    def metrics_ports(self) -> range:
+        """The ports JURY_METRICS_PORT names, in order (empty: no metrics)."""
+        low, _, high = self.metrics_port.replace(" ", "").partition("-")
+        first = int(low or 0)
+        return range(first, int(high or first) + 1) if first else range(0)
+
+    @field_validator("metrics_port")
+    @classmethod
+    def _port_range(cls, value: str) -> str:
+        found = re.fullmatch(r"(\d{1,5})(?:-(\d{1,5}))?", value.replace(" ", ""))
+        first, last = (int(found[1]), int(found[2] or found[1])) if found else (-1, -1)
+        if value.strip() and not (first == last == 0 or 0 < first <= last <= 65535):
+            raise ValueError(
+                f"{value[:40]!r}: a port (1-65535), a range of ports like 9464-9471, or 0 for none"
+            )
+        return value
 
     @field_validator("broker_transport_options", "broker_use_ssl", "key_hosts", mode="before")
     @classmethod

@@ -11,7 +11,7 @@ from jury.cli.agreement import agreement
 from jury.cli.batches import cancel, results, resume, status, submit
 from jury.cli.browse import list_batches, report, show
 from jury.cli.compare import compare
-from jury.cli.services import demo, flower, init, simulate, worker
+from jury.cli.services import demo, exporter, flower, init, simulate, worker
 from jury.errors import ctrl_c_ends_quietly
 
 
@@ -48,6 +48,7 @@ for command in (
     agreement,
     compare,
     worker,
+    exporter,
     simulate,
     flower,
     demo,

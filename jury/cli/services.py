@@ -1,5 +1,5 @@
-"""`jury worker`, `simulate`, `flower`, `demo` and `init`: the processes around batches, and a
-starting point."""
+"""`jury worker`, `exporter`, `simulate`, `flower`, `demo` and `init`: the processes around
+batches, and a starting point."""
 
 from __future__ import annotations
 
@@ -48,6 +48,32 @@ def worker(ctx: click.Context) -> None:
     """Run a worker (extra options go to `celery worker`, e.g. `-- --concurrency 32`)."""
     args = [a for a in ctx.args if a != "--"]
     os.execv(sys.executable, [*python_module("jury.worker"), *args])
+
+
+@click.command()
+@click.option(
+    "--port",
+    type=click.IntRange(1, 65535),
+    default=9465,
+    show_default=True,
+    help="Port to serve /metrics on.",
+)
+@click.option(
+    "--address",
+    default="127.0.0.1",
+    show_default=True,
+    help="Interface to listen on (0.0.0.0: every interface, e.g. in a container).",
+)
+@click.option("--once", is_flag=True, help="Print the metrics once and exit, serving nothing.")
+@user_errors
+def exporter(port: int, address: str, once: bool) -> None:
+    """Serve the fleet's metrics for Prometheus: tasks queued, held, parked and waiting per
+    queue, workers alive, running batches' spend against their budget. One per deployment
+    (JURY_QUEUE); each worker serves its own calls' metrics (JURY_METRICS_PORT). See
+    docs/monitoring.md."""
+    from jury.worker.metrics.exporter import run_exporter
+
+    sys.exit(run_exporter(load_settings(), port, address, once))
 
 
 @click.command(context_settings=_PASSTHROUGH, add_help_option=False)

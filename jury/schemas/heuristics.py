@@ -36,8 +36,8 @@ import re2
 from pydantic import Field, field_validator, model_validator
 
 from jury.errors import PermanentJudgeError
+from jury.schemas.heuristic_modules import module_under, refused_module
 from jury.schemas.strict import StrictModel
-from jury.settings import module_under, refused_module
 
 MAX_PATTERN_CHARS = 2000
 _IMPORT_PATH = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")

@@ -47,7 +47,11 @@ def main(argv: list[str]) -> int:
         pool = "custom"
     from jury.worker.app import create_worker_app
 
-    app = create_worker_app(settings)
+    try:
+        app = create_worker_app(settings)
+    except JuryError as exc:
+        print(f"jury worker: {exc}", file=sys.stderr)
+        return 2
     print(f"jury worker: {version_line()}", file=sys.stderr, flush=True)
     # One log line per task, not two: Celery's "received" lines say nothing its "succeeded" or
     # "raised" lines do not, and at hundreds of tasks a second each line costs.

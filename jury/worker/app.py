@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from celery import Celery
@@ -20,10 +21,12 @@ from celery.worker import state as worker_state
 
 from jury.broker.redis_client import BrokerRedis, outage
 from jury.broker.transport import worker_transport
+from jury.errors import JuryError
 from jury.settings import ENGINE_POOL, Settings
 from jury.worker.engine.housekeeping import Housekeeper
 from jury.worker.engine.liveness import HeldMessages
 from jury.worker.engine.queues import BrokerQueues
+from jury.worker.metrics.serving import serve_worker_metrics
 from jury.worker.runtime import WorkerRuntime
 from jury.worker.tasks import register_tasks
 
@@ -63,8 +66,12 @@ def create_worker_app(settings: Settings) -> Celery:
     # and consumer start; a prefork pool's children build their own after the fork.
     if settings.worker_pool == "prefork":
         worker_process_init.connect(build_runtime, weak=False)
+        worker_process_init.connect(_serve_child_metrics(settings), weak=False)
     else:
         celeryd_after_setup.connect(build_runtime, weak=False)
+        # This process makes every call: its metrics are served from the start, and a port
+        # that cannot be had stops the worker here, in one paragraph (ConfigurationError).
+        serve_worker_metrics(settings)
     register_tasks(app, runtime)
     held = _ledger() if settings.worker_pool == ENGINE_POOL else None
     housekeeper = Housekeeper(runtime, held)
@@ -85,6 +92,19 @@ def create_worker_app(settings: Settings) -> Celery:
     worker_ready.connect(start_housekeeping, weak=False)
     worker_shutdown.connect(stop_housekeeping, weak=False)
     return app
+
+
+def _serve_child_metrics(settings: Settings) -> Callable[..., None]:
+    """A prefork child makes the calls: each serves its own metrics, on the first free port
+    of JURY_METRICS_PORT's range. A child cannot stop the worker's start: it logs why."""
+
+    def serve(**_: object) -> None:
+        try:
+            serve_worker_metrics(settings)
+        except JuryError as exc:
+            log.error("this worker process records no metrics: %s", exc)
+
+    return serve
 
 
 def _ledger() -> HeldMessages:

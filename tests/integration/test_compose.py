@@ -215,3 +215,61 @@ def test_dockerfile_copies_what_the_image_needs() -> None:
     assert any(line.startswith("USER ") and "root" not in line for line in lines)
     ignored = (ROOT / ".dockerignore").read_text().split()
     assert {".env", ".git", ".venv"} <= set(ignored), "no secrets or local state in the image"
+
+
+def _mounts(service: dict[str, Any]) -> dict[str, Path]:
+    """A service's bind mounts: container path -> the project's folder or file."""
+    found = {}
+    for volume in service.get("volumes", []):
+        source, target, *_ = volume.split(":")
+        if source.startswith("./"):
+            found[target] = ROOT / source
+    return found
+
+
+def test_prometheus_scrapes_every_worker_and_the_exporter() -> None:
+    """Compose's Prometheus finds each worker replica by the service's name on the port the
+    workers serve their metrics on, and the exporter on the port it listens on; it loads
+    jury's rules; it and Grafana are published on loopback only."""
+    worker, exporter, prometheus = SERVICES["worker"], SERVICES["exporter"], SERVICES["prometheus"]
+    settings = Settings.from_env(
+        {k: interpolate(str(v), example_env()) for k, v in worker["environment"].items() if v}
+    )
+    assert settings.metrics_address == "0.0.0.0" and len(settings.metrics_ports) == 1
+    worker_port = settings.metrics_ports[0]
+    assert str(worker_port) in worker["expose"] and "ports" not in worker
+    command = exporter["command"]
+    exporter_port = command[command.index("--port") + 1]
+    assert command[command.index("--address") + 1] == "0.0.0.0"
+    assert exporter_port in exporter["expose"]
+
+    folder = _mounts(prometheus)["/etc/prometheus"]
+    config = yaml.safe_load((folder / "prometheus.yml").read_text())
+    jobs = {job["job_name"]: job for job in config["scrape_configs"]}
+    [discovery] = jobs["jury-workers"]["dns_sd_configs"]
+    assert discovery["names"] == ["worker"] and discovery["port"] == worker_port
+    [static] = jobs["jury-exporter"]["static_configs"]
+    assert static["targets"] == [f"exporter:{exporter_port}"]
+    assert all((folder / name).is_file() for name in config["rule_files"])
+    assert "--config.file=/etc/prometheus/prometheus.yml" in prometheus["command"]
+    for name in ("prometheus", "grafana"):
+        image = SERVICES[name]["image"]
+        assert ":" in image and not image.endswith(":latest"), f"{name}: pin its image"
+        for published in SERVICES[name]["ports"]:
+            assert published.startswith("127.0.0.1:"), f"{name} has no login: loopback only"
+
+
+def test_grafana_loads_jury_s_dashboard_from_compose_s_prometheus() -> None:
+    grafana = SERVICES["grafana"]
+    mounts = _mounts(grafana)
+    provisioning = mounts["/etc/grafana/provisioning"]
+    [provider] = yaml.safe_load((provisioning / "dashboards" / "jury.yml").read_text())["providers"]
+    dashboards = mounts[provider["options"]["path"]]
+    assert (dashboards / "jury.json").is_file()
+    home = grafana["environment"]["GF_DASHBOARDS_DEFAULT_HOME_DASHBOARD_PATH"]
+    assert home == f"{provider['options']['path']}/jury.json"
+    [source] = yaml.safe_load((provisioning / "datasources" / "prometheus.yml").read_text())[
+        "datasources"
+    ]
+    assert source["url"] == "http://prometheus:9090" and source["type"] == "prometheus"
+    assert "${GRAFANA_ADMIN_PASSWORD:?" in grafana["environment"]["GF_SECURITY_ADMIN_PASSWORD"]

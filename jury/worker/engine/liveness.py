@@ -39,6 +39,7 @@ from jury.broker import keys as redis_keys
 from jury.broker.redis_client import BrokerRedis
 from jury.broker.scripts import lua
 from jury.settings import Settings
+from jury.worker.metrics import recording as metrics
 
 log = logging.getLogger("jury.worker")
 
@@ -136,6 +137,7 @@ class Liveness:
             client.zrem(self.heartbeats, dead)
             if count:
                 log.warning("worker %s went silent: %d of its tasks are queued again", dead, count)
+                metrics.tasks_requeued(metrics.DEAD_WORKER, count)
             moved += count
         moved += self._give_back_orphans(timeout_ms / 1000)
         return moved
@@ -155,6 +157,7 @@ class Liveness:
         orphans = sorted(old - held)
         count = sum(self._give_back(tag) for tag in orphans)
         if count:
+            metrics.tasks_requeued(metrics.ORPHAN, count)
             log.warning(
                 "%d tasks fetched by a worker that died before listing them are queued again", count
             )

@@ -26,6 +26,7 @@ from jury.store.missing import missing_samples
 from jury.store.provider_batches import open_requests
 from jury.store.repository import running_batches
 from jury.store.samples import count_batch_samples
+from jury.worker.metrics import recording as metrics
 from jury.worker.runtime import WorkerRuntime
 
 log = logging.getLogger("jury.sweeper")
@@ -83,6 +84,7 @@ def requeue_lost_tasks(runtime: WorkerRuntime) -> int:
             continue
         client.delete(key)
         requeued += _requeue(runtime, batch_id)
+    metrics.tasks_requeued(metrics.LOST, requeued)
     return requeued
 
 

@@ -28,6 +28,7 @@ from jury.store.samples import pair_judgments, samples_of_cells
 from jury.worker.judging.aggregation import build_verdict, cell_pass_vote
 from jury.worker.judging.message_checks import check_cell
 from jury.worker.judging.pairwise_verdict import build_pairwise_verdict
+from jury.worker.metrics import recording as metrics
 from jury.worker.runtime import WorkerRuntime
 
 log = logging.getLogger("jury.worker")
@@ -98,7 +99,7 @@ def aggregate_cells(runtime: WorkerRuntime, cells: Sequence[CellRef]) -> list[Ou
             pending.append((len(outcomes), decided))
             outcomes.append(AggregateOutcome(decided.verdict))
     _with_positions(runtime, pending)
-    save_cells(runtime.sessions, [entry for _, entry in pending])
+    metrics.verdicts_stored(sum(save_cells(runtime.sessions, [entry for _, entry in pending])))
     return outcomes
 
 

@@ -24,6 +24,7 @@ from jury.worker.calls.send_wait import waiting_at_send
 from jury.worker.judging.judge_calls import CallJudge, ReplyLike, Sleep
 from jury.worker.limits.budget import BudgetRefused, CallBudget, Deferral
 from jury.worker.limits.ratelimit import Limits, Outcome, RateLimiter
+from jury.worker.metrics import recording as metrics
 
 # A 429 without Retry-After silences the model this long.
 DEFAULT_COOL_DOWN_S = 5.0
@@ -149,11 +150,15 @@ class GatedCall:
 
     async def __call__(self, judge: Judge, messages: list[dict[str, str]]) -> ReplyLike:
         self.calls += 1
+        return await metrics.watch_call(judge, self._gated(judge, messages))
+
+    async def _gated(self, judge: Judge, messages: list[dict[str, str]]) -> ReplyLike:
         key, limits = rate_key(judge), Limits(judge.rpm, judge.tpm, judge.max_in_flight)
         estimate = estimate_tokens(judge, messages)
         token = secrets.token_hex(8)
         if limits.active:
-            await self._wait_for_slot(key, limits, estimate, token)
+            with metrics.slot_waited(judge):
+                await self._wait_for_slot(key, limits, estimate, token)
         if self.budget is None:
             return await self._send(judge, messages, key, limits, estimate, token)
         try:
@@ -187,7 +192,8 @@ class GatedCall:
             with (
                 waiting_at_send(partial(self._pass_send_gate, key, limits))
                 if at_send
-                else nullcontext()
+                else nullcontext(),
+                metrics.in_flight(judge),
             ):
                 reply = await self.call(judge, messages)
         except TransientJudgeError as exc:
