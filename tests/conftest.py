@@ -265,10 +265,23 @@ def queued_messages(settings: Settings, *, drain: bool = False) -> list[bytes]:
 
 
 def queue_idle(settings: Settings) -> bool:
-    """Nothing queued and nothing delivered but unacknowledged on this test Redis."""
+    """Nothing queued for the deployment and nothing of its delivered but unacknowledged.
+    kombu's `unacked` hash is the whole Redis database's: another test's deployment, whose
+    workers were killed and are gone, may leave entries there that no reaper of ours will
+    ever give back (each gives back only its own deployment's)."""
+    if queued_messages(settings):
+        return False
     client = redis.Redis.from_url(settings.broker_url)
     try:
-        return not queued_messages(settings) and client.hlen("unacked") == 0
+        ours = set(settings.all_queues)
+        for raw in cast(list[bytes], client.hvals("unacked")):
+            try:
+                routing = json.loads(raw)[2]
+            except (ValueError, IndexError, TypeError):
+                continue
+            if routing in ours:
+                return False
+        return True
     finally:
         client.close()
 

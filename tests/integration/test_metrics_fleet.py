@@ -55,9 +55,14 @@ def fill(settings: Settings, other: Settings) -> None:
     # Members of a set: each message its own (as each task's is).
     parking.park_all([(lane[3], message(f"b{n}"), 600.0) for n in range(MANY_PARKED)])
     parking.park_all([(other.all_queues[3], message(f"b{n}"), 600.0) for n in range(4)])
-    line = redis_keys.model_keys(broker.key(redis_keys.RATE_LIMIT_PREFIX), "m").waiters
+    model = redis_keys.model_keys(broker.key(redis_keys.RATE_LIMIT_PREFIX), f"m-{settings.queue}")
+    # Its one in-flight slot taken for ten minutes: no worker of another test sharing this
+    # Redis frees the line meanwhile (the limiter's safety net, release_waiters).
+    client.set(model.cap, 1, px=600_000)
+    seconds, _ = client.time()
+    client.zadd(model.inflight, {"holder": (seconds + 600) * 1000})
     for queue in (lane[4], lane[4], other.all_queues[4]):
-        parking.wait_in_line(line, queue, message("b"))
+        parking.wait_in_line(model.waiters, queue, message("b"))
     beats = broker.key(redis_keys.heartbeats(settings.queue))
     seconds, _ = client.time()
     client.zadd(beats, {"alive": seconds * 1000, "silent": (seconds - 600) * 1000})
