@@ -19,6 +19,7 @@ from rich.console import Console
 from rich.text import Text
 
 from jury.api import Batch, resolve_settings
+from jury.broker.redis_client import outage
 from jury.errors import EXIT_INTERRUPTED, JuryError
 from jury.producer.following import Display, interrupted, print_outcome, print_verdicts
 from jury.producer.outages import FollowingLost
@@ -44,7 +45,8 @@ def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
 
 
 def user_errors(command: F) -> F:
-    """Turn JuryError (and a broken pipe) into a clean message and exit code."""
+    """Turn JuryError, an unreachable Redis or database (and a broken pipe) into a clean
+    message and exit code. Any other exception is our bug: its traceback stays."""
 
     @functools.wraps(command)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -54,6 +56,15 @@ def user_errors(command: F) -> F:
             fail(str(exc))
         except BrokenPipeError:
             sys.exit(0)
+        except Exception as exc:
+            line = outage(exc)
+            if line is None:
+                raise
+            fail(
+                f"{line}. Nothing of the batch was changed by this command; its workers go on "
+                "where they can. Try again once it answers.",
+                EXIT_FAILED,
+            )
 
     return wrapper  # type: ignore[return-value]
 
