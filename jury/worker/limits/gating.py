@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import secrets
+import time
 import weakref
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager, nullcontext
@@ -48,6 +49,12 @@ class Deferred(JuryError):
         self.countdown_s = countdown_s
         self.line = line
 
+
+# Per model without limits of its own: until when (time.monotonic) this process rests it
+# after the provider pushed back. Such a model's calls never ask the shared limiter (a round
+# trip per call spared), which holds the cool-down for the models that do; so this process
+# honours it itself, and every other process from its own first 429.
+_RESTING: dict[str, float] = {}
 
 # Per event loop and model: the one task of this process waiting at the model's send gate.
 _GATE_TURNS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, asyncio.Lock]] = (
@@ -159,6 +166,8 @@ class GatedCall:
         if limits.active:
             with metrics.slot_waited(judge):
                 await self._wait_for_slot(key, limits, estimate, token)
+        else:
+            await self._rest(key)
         if self.budget is None:
             return await self._send(judge, messages, key, limits, estimate, token)
         try:
@@ -200,7 +209,7 @@ class GatedCall:
             self.limiter.finish(key, limits, token, 0)
             if exc.kind == "rate_limited":
                 # The provider pushed back: every worker waits, then paces this model slower.
-                self.limiter.cool_down(key, exc.retry_after or DEFAULT_COOL_DOWN_S)
+                self._cool(key, limits, exc.retry_after or DEFAULT_COOL_DOWN_S)
                 self.limiter.slow_down(key, SLOW_DOWN_ON_429)
             raise
         except BaseException:
@@ -209,8 +218,25 @@ class GatedCall:
         used = reply.prompt_tokens + reply.completion_tokens
         if limits.active:
             self.limiter.finish(key, limits, token, used - estimate if used else 0)
-        self._learn(key, reply)
+        self._learn(key, limits, reply)
         return reply
+
+    def _cool(self, key: str, limits: Limits, seconds: float) -> None:
+        self.limiter.cool_down(key, seconds)
+        if not limits.active:
+            until = time.monotonic() + seconds
+            _RESTING[key] = max(_RESTING.get(key, 0.0), until)
+
+    async def _rest(self, key: str) -> None:
+        """Wait out this process's cool-down of a model without limits of its own."""
+        until = _RESTING.get(key)
+        if until is None:
+            return
+        left = until - time.monotonic()
+        if left > 0:
+            await self.sleep(left)
+        else:
+            _RESTING.pop(key, None)
 
     async def _wait_for_slot(self, key: str, limits: Limits, tokens: int, token: str) -> None:
         """Reserve a slot, waiting in the loop for one within the horizon. The task's first
@@ -230,7 +256,7 @@ class GatedCall:
             # and later it writes at once, just before. Queued before the gate's next turn.
             asyncio.get_running_loop().call_soon(self.limiter.sent, key)
 
-    def _learn(self, key: str, reply: ReplyLike) -> None:
+    def _learn(self, key: str, limits: Limits, reply: ReplyLike) -> None:
         """A provider whose headers say its request window is spent (no request left until
         its reset) would answer the next call 429: every worker pauses the model until the
         reset instead, so the window refills before anyone asks."""
@@ -243,4 +269,4 @@ class GatedCall:
             # a one-second window, bench/ratelimit) began after the window had reset.
             left = reset - reply.latency_ms / 1000
             if left > 0:
-                self.limiter.cool_down(key, min(left, MAX_HEADER_PAUSE_S))
+                self._cool(key, limits, min(left, MAX_HEADER_PAUSE_S))
