@@ -84,7 +84,7 @@ def test_backpressure_and_a_killed_producer_resumed(
             cursor = int(client.get(submit_cursor(settings.queue, batch_id)) or 0)
             return cursor > 0 and len(queued_messages(settings)) + WAVE > MAX_QUEUED
 
-        wait_for(waiting_at_the_bound, 30, "the producer to fill the queues to the bound")
+        wait_for(waiting_at_the_bound, 60, "the producer to fill the queues to the bound")
         queued = len(queued_messages(settings))
         assert queued <= MAX_QUEUED
         status = batch_status(sessions, batch_id)
