@@ -12,6 +12,7 @@ import socket
 import subprocess
 import sys
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -94,10 +95,36 @@ def scrape(url: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
     }
 
 
-def test_the_exporter_serves_the_fleet_over_http(redis_url: str, tmp_path: Path) -> None:
+def forget(settings: Settings, other: Settings) -> None:
+    """Take back what fill() left in the Redis other tests share: a waiting line counts in
+    every producer's back-pressure (Parking.count_for counts every model's lines)."""
+    broker = BrokerRedis.from_settings(settings)
+    client = broker.client
+    model = redis_keys.model_keys(broker.key(redis_keys.RATE_LIMIT_PREFIX), f"m-{settings.queue}")
+    client.delete(model.waiters, model.cap, model.inflight)
+    client.srem(broker.key(redis_keys.WAITING_LINES), model.waiters)
+    ours = tuple(broker.key(q) + "\n" for q in [*settings.all_queues, *other.all_queues])
+    parked = broker.key(redis_keys.PARKED)
+    doomed = [m for m, _ in client.zscan_iter(parked, count=1000) if m.decode().startswith(ours)]
+    for start in range(0, len(doomed), 500):
+        client.zrem(parked, *doomed[start : start + 500])
+    client.delete(*[broker.key(q) for q in [*settings.all_queues, *other.all_queues]])
+    broker.close()
+
+
+@pytest.fixture
+def two_deployments(redis_url: str, tmp_path: Path) -> Iterator[tuple[Settings, Settings]]:
     settings = settings_for(redis_url, f"sqlite:///{tmp_path / 'jury.db'}")
     other = settings_for(redis_url, f"sqlite:///{tmp_path / 'other.db'}")
     fill(settings, other)
+    yield settings, other
+    forget(settings, other)
+
+
+def test_the_exporter_serves_the_fleet_over_http(
+    redis_url: str, two_deployments: tuple[Settings, Settings]
+) -> None:
+    settings, _ = two_deployments
     batch_id = running_batch_with_spend(settings, spent_usd=0.3, cap_usd=1.0)
     port = free_port()
     exporter = subprocess.Popen(
