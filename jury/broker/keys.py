@@ -13,6 +13,7 @@ Each is a name under the broker's `global_keyprefix` (BrokerRedis.key adds it). 
 
 from __future__ import annotations
 
+import re
 from typing import NamedTuple
 
 ROOT = "jury:"
@@ -57,10 +58,14 @@ def _deployment(queue: str) -> str:
     return f"{ROOT}deployment:{queue}:"
 
 
+def glob_escape(text: str) -> str:
+    """`text` as itself in a SCAN/ZSCAN MATCH pattern."""
+    return re.sub(r"([*?\[\]\\])", r"\\\1", text)
+
+
 def deployment_pattern(queue: str) -> str:
     """A SCAN pattern for every key of the deployment (its batches' and its workers')."""
-    escaped = "".join(f"\\{c}" if c in "*?[]\\" else c for c in queue)
-    return f"{ROOT}deployment:{escaped}:*"
+    return f"{ROOT}deployment:{glob_escape(queue)}:*"
 
 
 # A deployment's workers.

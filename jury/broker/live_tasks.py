@@ -15,8 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from jury.broker import keys as redis_keys
-from jury.broker.parking import glob_escape
-from jury.broker.redis_client import BrokerRedis
+from jury.broker.redis_client import BrokerRedis, as_text
 from jury.schemas.tasks import GENERATE_TASK, JUDGE_TASK, GenerationRef, SampleRef
 
 CHUNK = 1000
@@ -67,7 +66,7 @@ def live_tasks(broker: BrokerRedis, queues: Sequence[str], batch_id: str) -> Liv
             found.queued += _count(found, batch_id, message)
     # HSCAN's MATCH looks at the fields (delivery tags), not at the messages: read them all.
     for _tag, raw in client.hscan_iter(broker.unacked_key, count=CHUNK):
-        if needle not in _text(raw):
+        if needle not in as_text(raw):
             continue
         entry = _json(raw)
         if isinstance(entry, list) and entry and isinstance(entry[0], dict):
@@ -75,11 +74,12 @@ def live_tasks(broker: BrokerRedis, queues: Sequence[str], batch_id: str) -> Liv
             if broker.key(str(routing)) in queue_keys:
                 found.held += _count(found, batch_id, entry[0])
     parked_key = broker.key(redis_keys.PARKED)
-    pattern = f"*{glob_escape(batch_id)}*"  # ZSCAN's MATCH looks at the members: the messages
+    # ZSCAN's MATCH looks at the members: the messages.
+    pattern = f"*{redis_keys.glob_escape(batch_id)}*"
     for member, _due in client.zscan_iter(parked_key, match=pattern, count=CHUNK):
         found.parked += _count_member(found, batch_id, member, queue_keys)
     for line in client.smembers(broker.key(redis_keys.WAITING_LINES)):
-        for member in _list_members(broker, _text(line), needle):
+        for member in _list_members(broker, as_text(line), needle):
             found.waiting += _count_member(found, batch_id, member, queue_keys)
     return found
 
@@ -89,7 +89,7 @@ def _list_members(broker: BrokerRedis, key: str, needle: str) -> Iterator[str | 
     while True:
         chunk = broker.client.lrange(key, start, start + CHUNK - 1)
         for member in chunk:
-            if needle in _text(member):
+            if needle in as_text(member):
                 yield member
         if len(chunk) < CHUNK:
             return
@@ -100,7 +100,7 @@ def _count_member(
     found: LiveTasks, batch_id: str, member: str | bytes, queue_keys: Iterable[str]
 ) -> int:
     """A parked or waiting member: "<queue key>\\n<message>", counted if for our queues."""
-    queue, _, message = _text(member).partition("\n")
+    queue, _, message = as_text(member).partition("\n")
     return _count(found, batch_id, message) if queue in queue_keys else 0
 
 
@@ -130,10 +130,6 @@ def _count(found: LiveTasks, batch_id: str, message: Any) -> int:
 
 def _json(raw: Any) -> Any:
     try:
-        return json.loads(_text(raw))
+        return json.loads(as_text(raw))
     except (TypeError, ValueError):
         return None
-
-
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)

@@ -20,7 +20,6 @@ Members are "<queue key>\\n<message>": the queue key is already under the broker
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterator, Sequence
 
 from redis.client import Pipeline
@@ -111,9 +110,9 @@ class Parking:
         for key in keys:
             while not key.startswith(common):
                 common = common[:-1]
-        pattern = glob_escape(common) + "*"
+        pattern = redis_keys.glob_escape(common) + "*"
         if containing:
-            pattern += glob_escape(containing) + "*"
+            pattern += redis_keys.glob_escape(containing) + "*"
         for member, _score in self.broker.client.zscan_iter(self.key, match=pattern, count=1000):
             text = member.decode() if isinstance(member, bytes) else str(member)
             if text.partition("\n")[0] in keys:
@@ -131,10 +130,6 @@ class Parking:
             if int(self._waits_in_line(keys=[line], args=keys)):
                 return True
         return False
-
-
-def glob_escape(text: str) -> str:
-    return re.sub(r"([*?\[\]\\])", r"\\\1", text)
 
 
 def _batch_of(member: str) -> str | None:

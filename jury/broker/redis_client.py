@@ -117,6 +117,11 @@ def broker_kind_problem(url: str, source: str = "JURY_BROKER_URL") -> str | None
     )
 
 
+def as_text(value: Any) -> str:
+    """A reply of the undecoding client (bytes), or a value given as text, as text."""
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
 def outage(exc: BaseException) -> str | None:
     """One line saying Redis or the database cannot be reached, when that is what `exc` is;
     else None. A background step that meets an outage (a host cut off, a restart) says so in

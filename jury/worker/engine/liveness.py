@@ -36,7 +36,7 @@ import uuid
 from typing import Any
 
 from jury.broker import keys as redis_keys
-from jury.broker.redis_client import BrokerRedis
+from jury.broker.redis_client import BrokerRedis, as_text
 from jury.broker.scripts import lua
 from jury.settings import Settings
 from jury.worker.metrics import recording as metrics
@@ -129,9 +129,9 @@ class Liveness:
             return 0
         moved = 0
         for raw in self._dead(keys=[self.heartbeats], args=[timeout_ms]):
-            dead = _text(raw)
+            dead = as_text(raw)
             ledger = self._ledger_of(dead)
-            tags = [_text(t) for t in client.smembers(ledger)]
+            tags = [as_text(t) for t in client.smembers(ledger)]
             count = sum(self._give_back(tag) for tag in tags)
             client.delete(ledger)
             client.zrem(self.heartbeats, dead)
@@ -147,13 +147,13 @@ class Liveness:
         # kombu stamps unacked_index with the fetching host's clock (time.time()).
         cutoff = time.time() - timeout_s
         old = {
-            _text(t) for t in client.zrangebyscore(self.broker.unacked_index_key, "-inf", cutoff)
+            as_text(t) for t in client.zrangebyscore(self.broker.unacked_index_key, "-inf", cutoff)
         }
         if not old:
             return 0
         held: set[str] = set()
         for worker in client.zrange(self.heartbeats, 0, -1):
-            held |= {_text(t) for t in client.smembers(self._ledger_of(_text(worker)))}
+            held |= {as_text(t) for t in client.smembers(self._ledger_of(as_text(worker)))}
         orphans = sorted(old - held)
         count = sum(self._give_back(tag) for tag in orphans)
         if count:
@@ -178,10 +178,6 @@ class Liveness:
             args=[tag, json.dumps(payload)],
         )
         return int(moved)
-
-
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 def _redelivered(payload: dict[str, Any]) -> None:
