@@ -6,21 +6,23 @@ Runs, side by side in one run:
   jury-N-metrics  the same with the workers' metrics on, each worker scraped every 5 s
   jury-n    a smaller batch with the same bound: peak Redis memory follows the bound, not the size
   baseline  one process, asyncio.gather with a semaphore, calling LiteLLM for the same judgments
+  floor     the same calls as bare transport: an aiohttp POST and a JSON parse each, no LiteLLM
   recording a call's metrics recorded, on against off, timed in this process (bench.metrics_cost)
 
 and prints judgments per second, CPU milliseconds per judgment per process kind, peak Redis
 memory and peak worker RSS: a table for people and one JSON line for machines.
 
     python -m bench.throughput [--judgments 100000] [--small 20000] [--workers 2]
-        [--runs publish,jury,jury-metrics,jury-small,baseline,recording] [--repeat 1]
+        [--runs publish,jury,jury-metrics,jury-small,baseline,floor,recording] [--repeat 1]
 
 With `--repeat N`, the runs are made N times in turn, and each jury run is paired with the
 baseline run of its round: the table then also gives each pair's ratios (jury's CPU per
 judgment over all its processes / the baseline's; jury's judgments a second / the
-baseline's) and their median. On a shared machine one pair's ratio varies by more than the
-differences worth knowing; the median of several pairs, made in turn, does less. Each jury-N
-run is paired with the jury-N-metrics run of its round the same way: the workers' CPU per
-judgment with metrics on over off (the target: at most 1.03).
+baseline's) and their median, and each jury run's CPU per judgment as a multiple of the
+floor's CPU per call (the floor run of its round). On a shared machine one pair's ratio
+varies by more than the differences worth knowing; the median of several pairs, made in
+turn, does less. Each jury-N run is paired with the jury-N-metrics run of its round the same
+way: the workers' CPU per judgment with metrics on over off (the target: at most 1.03).
 """
 
 from __future__ import annotations
@@ -61,6 +63,7 @@ JURY = [sys.executable, "-c", "from jury.cli.main import main; main()"]
 PER_ITEM = len(JUDGES) * len(DIMENSIONS) * SAMPLES
 SIMULATOR = ["--latency-ms", "0", "--latency-sigma", "0"]
 BASELINE_LABEL = "asyncio baseline"
+FLOOR_LABEL = "transport floor"
 
 
 def write_batch(folder: Path, api_base: str, judgments: int) -> tuple[Path, int]:
@@ -231,14 +234,18 @@ def run_jury(
         }
 
 
-def run_baseline(folder: Path, judgments: int, args: argparse.Namespace) -> dict[str, Any]:
+def run_baseline(
+    folder: Path, judgments: int, args: argparse.Namespace, floor: bool = False
+) -> dict[str, Any]:
     with local_stack(folder, "baseline", SIMULATOR, 0) as stack:
         simulator_before = cpu_seconds(stack.simulator.process.pid)
-        baseline = run_baseline_child(stack.simulator.url, judgments, args.baseline_concurrency)
+        baseline = run_baseline_child(
+            stack.simulator.url, judgments, args.baseline_concurrency, floor
+        )
         simulator_cpu = cpu_seconds(stack.simulator.process.pid) - simulator_before
         per = 1000 / judgments
         return {
-            "run": BASELINE_LABEL,
+            "run": FLOOR_LABEL if floor else BASELINE_LABEL,
             "judgments": judgments,
             "wall_s": round(baseline.wall_s, 1),
             "judgments_per_s": round(judgments / baseline.wall_s),
@@ -275,7 +282,9 @@ def main() -> None:
     )
     parser.add_argument("--max-queued", type=int, default=10_000, help="JURY_MAX_QUEUED")
     parser.add_argument("--baseline-concurrency", type=int, default=64)
-    parser.add_argument("--runs", default="publish,jury,jury-metrics,jury-small,baseline,recording")
+    parser.add_argument(
+        "--runs", default="publish,jury,jury-metrics,jury-small,baseline,floor,recording"
+    )
     parser.add_argument("--repeat", type=int, default=1, help="make the runs this many times")
     args = parser.parse_args()
     rows = []
@@ -296,6 +305,8 @@ def main() -> None:
                     rows.append(run_jury(folder, f"jury-{args.small}", args.small, args))
                 elif run == "baseline":
                     rows.append(run_baseline(folder, args.judgments, args))
+                elif run == "floor":
+                    rows.append(run_baseline(folder, args.judgments, args, floor=True))
                 print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
     print_table(rows)
     pairs = pair_ratios(rows, f"jury-{args.judgments}")
@@ -305,8 +316,27 @@ def main() -> None:
         print_pairs(pairs, median)
         summary["pairs"] = pairs
         summary["median"] = median
+    floors = floor_multiples(rows, f"jury-{args.judgments}")
+    if floors:
+        print("\njury's CPU per judgment (every jury process) over the floor's CPU per call:")
+        print("  " + "  ".join(f"{m:.2f}x" for m in floors))
+        summary["floor_multiples"] = floors
     summary.update(metrics_summary(rows, f"jury-{args.judgments}"))
     print(json.dumps(summary))
+
+
+def floor_multiples(rows: list[dict[str, Any]], jury_label: str) -> list[float]:
+    """Each jury run's CPU per judgment over the floor's (after its imports) of its round."""
+    rounds: list[dict[str, dict[str, Any]]] = []
+    for row in rows:
+        if not rounds or row["run"] in rounds[-1]:
+            rounds.append({})
+        rounds[-1][row["run"]] = row
+    return [
+        round(jury_cpu_ms(r[jury_label]) / r[FLOOR_LABEL]["cpu_ms"][AFTER_ITS_IMPORTS], 2)
+        for r in rounds
+        if jury_label in r and FLOOR_LABEL in r
+    ]
 
 
 def metrics_summary(rows: list[dict[str, Any]], plain: str) -> dict[str, Any]:
