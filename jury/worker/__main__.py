@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from typing import TYPE_CHECKING
 
 from jury._version import version_line
 from jury.errors import EXIT_INTERRUPTED, JuryError, ctrl_c_ends_quietly
@@ -19,6 +20,9 @@ from jury.worker.supervisor import (
     processes_wanted,
     take_processes_option,
 )
+
+if TYPE_CHECKING:
+    from celery import Celery
 
 # How long a thread keeps the GIL before another that waits for it may take it. A worker's
 # event loop does nearly all of its work; the consumer, store and completion threads wait on
@@ -113,13 +117,26 @@ def run_worker(settings: Settings, argv: list[str], supervised: bool = False) ->
     ]
     try:
         if supervised:
-            # Its exit status tells the supervisor whether it failed (celery/bin/worker.py
-            # ends in `ctx.exit(worker.exitcode)`, which `app.start` returns).
-            return int(app.start(argv=defaults + argv) or 0)
+            return _worker_status(app, defaults + argv)
         app.worker_main(defaults + argv)  # options given later override the defaults
     finally:  # stopped: a Ctrl-C during LiteLLM's exit callbacks ends it without a traceback
         ctrl_c_ends_quietly()
     return 0
+
+
+def _worker_status(app: Celery, argv: list[str]) -> int:
+    """Run the worker as `app.worker_main` does, keeping its exit status, which tells the
+    supervisor whether it failed. `app.start` (celery/app/base.py) runs Celery's click command
+    with `standalone_mode=False` and drops what it returns: click returns the status given to
+    `ctx.exit` (celery/bin/worker.py ends with `ctx.exit(worker.exitcode)`) in that mode."""
+    from celery.bin.celery import celery as celery_command
+
+    celery_command.params[0].default = app
+    try:
+        status = celery_command.main(args=argv, standalone_mode=False)
+    finally:
+        celery_command.params[0].default = None
+    return status if isinstance(status, int) else 0
 
 
 def _say(line: str) -> None:
