@@ -2,7 +2,7 @@
 its worker processes from it, so that they share those pages, and keeps them running.
 
 A worker process's memory is mostly code and data loaded at import: `import litellm` alone
-is some 190 MB, tiktoken's encoding 40 MB more. N separate workers hold N copies. Forked after
+is some 190 MB. N separate workers hold N copies. Forked after
 those imports, N processes share one copy of every page none of them writes to, as the
 children of Celery's prefork pool share their parent's (celery/concurrency/prefork.py, through
 billiard's fork); counted as PSS, the host pays for the imports once.
@@ -42,8 +42,8 @@ import time
 from collections.abc import Callable
 
 # Loaded by the parent before the fork: what every worker process imports anyway, by the time
-# it takes its first task (the heavy part: LiteLLM, the OpenAI SDK's resources, tiktoken's
-# encoding; the rest is Celery's worker and jury's).
+# it takes its first task (the heavy part: LiteLLM and the OpenAI SDK's resources; the rest is
+# Celery's worker and jury's).
 PRELOADED = (
     "celery.apps.worker",
     "celery.worker.consumer",
@@ -79,11 +79,6 @@ def preload() -> int:
     objects frozen."""
     for module in PRELOADED:
         importlib.import_module(module)
-    import litellm
-
-    # tiktoken's cl100k_base, loaded by LiteLLM on first access (litellm/main.py `__getattr__`):
-    # 40 MB that a child would otherwise read for itself at its warm-up.
-    litellm.main.encoding  # noqa: B018
     gc.collect()
     gc.freeze()
     return gc.get_freeze_count()
