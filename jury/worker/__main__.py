@@ -14,8 +14,9 @@ from jury._version import version_line
 from jury.errors import EXIT_INTERRUPTED, JuryError, ctrl_c_ends_quietly
 from jury.settings import ENGINE_POOL, Settings
 from jury.worker.supervisor import (
-    Supervisor,
     child_node_name,
+    die_with_supervisor,
+    fork_workers,
     preload,
     processes_wanted,
     take_processes_option,
@@ -35,6 +36,7 @@ SWITCH_INTERVAL_S = 0.05
 def main(argv: list[str]) -> int:
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     sys.setswitchinterval(SWITCH_INTERVAL_S)
+    die_with_supervisor()
     processes_option, argv = take_processes_option(argv)
     try:
         settings = Settings.from_env()
@@ -74,12 +76,11 @@ def main(argv: list[str]) -> int:
         f"jury worker: {version_line()}; {processes} worker processes forked from pid "
         f"{os.getpid()}, which loaded their code once ({frozen} objects shared)"
     )
-    supervisor = Supervisor(
+    return fork_workers(
         processes,
         lambda index: run_worker(settings, child_node_name(argv, index), supervised=True),
-        lambda line: _say(f"jury worker: {line}"),
+        argv,
     )
-    return supervisor.run()
 
 
 def run_worker(settings: Settings, argv: list[str], supervised: bool = False) -> int:

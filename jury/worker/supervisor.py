@@ -1,30 +1,34 @@
-"""One `jury worker` for a host's cores: a parent that loads the worker's code once and forks
-its worker processes from it, so that they share those pages, and keeps them running.
+"""One `jury worker` for a host's cores: a process that loads the worker's code once and forks
+its worker processes from it, so that they share those pages; then a light supervisor that
+keeps them running.
 
 A worker process's memory is mostly code and data loaded at import: `import litellm` alone
-is some 190 MB. N separate workers hold N copies. Forked after
-those imports, N processes share one copy of every page none of them writes to, as the
-children of Celery's prefork pool share their parent's (celery/concurrency/prefork.py, through
-billiard's fork); counted as PSS, the host pays for the imports once.
+is some 190 MB. N separate workers hold N copies. Forked after those imports, N processes
+share one copy of every page none of them writes to, as the children of Celery's prefork pool
+share their parent's (celery/concurrency/prefork.py, through billiard's fork); counted as PSS,
+the host pays for the imports once.
 
-- The parent imports (preload), collects, and freezes its heap (`gc.freeze()`): a child's
-  collections then never walk, nor write to, the objects it shares.
+- The preloaded process imports (preload), collects, and freezes its heap (`gc.freeze()`, as
+  the gc module's documentation advises before a fork): a child's collections then never
+  walk, nor write to, the objects it shares.
 - It forks before any thread, event loop or Redis connection exists in it (the check that
   Redis answers closes its connection first): a child starts as a fresh worker would, and
-  builds its own.
-- Each child is a whole worker (Celery's consumer, the engine pool, heartbeats), with a node
-  name of its own.
-- The parent waits on signals alone (no polling): SIGTERM is passed to every child (Celery's
-  warm shutdown) and the parent exits once they have; SIGINT (Ctrl-C) the same the first time
-  and SIGQUIT (cold) the next; SIGQUIT is passed on as is.
-- A child killed by a signal (SIGKILL, the OOM killer) is replaced at once, or after a pause
-  growing to RESTART_MAX_S if it keeps dying young; what it held comes back through the
-  heartbeats, as for any dead worker (jury.worker.engine.liveness). A child that exits by
-  itself with a failure within STARTUP_S of its start could not start (its log says why):
-  the others are stopped and the parent exits with its code. One that exits cleanly (a
-  remote `shutdown`) is not replaced.
-- A child asks the kernel for SIGTERM when its parent dies (Linux `PR_SET_PDEATHSIG`): no
-  worker outlives its supervisor.
+  builds its own. Each child is a whole worker (Celery's consumer, the engine pool,
+  heartbeats) with a node name of its own (`-n name@host` becomes `name-1@host`, …).
+- Then it execs `python -m jury.worker.supervisor` (same pid, same children), which holds
+  none of the preloaded pages: see fork_workers.
+- The supervisor waits on signals alone (no polling, no CPU while nothing happens): SIGTERM
+  is passed to every worker (Celery's warm shutdown) and it exits once they have; SIGINT
+  (Ctrl-C) the same the first time and SIGQUIT (cold) the next; SIGQUIT is passed on as is.
+- A worker killed by a signal (SIGKILL, the OOM killer) is replaced at once, or after a pause
+  growing to RESTART_MAX_S if it keeps dying young, by a `python -m jury.worker` of its own
+  under the same node name; what the dead one held comes back through the heartbeats, as for
+  any dead worker (jury.worker.engine.liveness). A worker that exits by itself with a failure
+  within STARTUP_S of its start could not start (its log says why): the others are stopped
+  and the supervisor exits with its status. One that exits cleanly (a remote `shutdown`) is
+  not replaced.
+- Each worker asks the kernel for SIGTERM when its supervisor dies (Linux
+  `PR_SET_PDEATHSIG`): no worker outlives it.
 """
 
 from __future__ import annotations
@@ -63,6 +67,8 @@ RESTART_FIRST_S = 1.0
 RESTART_MAX_S = 30.0
 _WAITED = {signal.SIGCHLD, signal.SIGTERM, signal.SIGINT, signal.SIGQUIT, signal.SIGHUP}
 _PR_SET_PDEATHSIG = 1
+# Set for a worker started in place of a dead one: its supervisor's pid.
+SUPERVISOR_ENV = "JURY_WORKER_SUPERVISOR"
 
 
 def processes_wanted(setting: int) -> int:
@@ -93,13 +99,41 @@ class Child:
     restart_at: float | None = None
 
 
+def fork_workers(count: int, run_child: Callable[[int], int], argv: list[str]) -> int:
+    """Fork `count` workers from this (preloaded) process, which then becomes their
+    supervisor: it runs `python -m jury.worker.supervisor` in its own place (exec), keeping
+    its pid and its children. Returns only in a child, with the worker's exit status
+    (`run_child(index)`), up to `python -m jury.worker`'s own exit: atexit callbacks run as
+    in a single worker.
+
+    Why exec: a page that every child writes to (a refcount, an allocation in a free slot)
+    is copied in each of them, and the parent's own copy is then used by nobody; kept, such
+    pages were some 50 MB of the parent's PSS. The light supervisor holds none of them."""
+    parent = os.getpid()
+    # Held from now until the supervisor waits for them: a signal sent meanwhile stays
+    # pending, across the exec too (a blocked signal's mask and pending state survive it).
+    signal.pthread_sigmask(signal.SIG_BLOCK, _WAITED)
+    adopted = []
+    for index in range(1, count + 1):
+        pid = os.fork()
+        if pid == 0:
+            _become_child(parent)
+            return run_child(index)
+        adopted.append(f"{pid}:{index}")
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    command = [*_python_m(__name__), "--adopt", ",".join(adopted), "--", *argv]
+    os.execv(sys.executable, command)
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
 @dataclasses.dataclass
 class Supervisor:
-    """Forks `count` workers and keeps them running. `run_child(index)` is the worker's
-    body, run in the child; its return value is the child's exit code."""
+    """Keeps `count` workers running: those it adopted (forked by the preloaded process it
+    replaced), and any `start(index)` starts in place of one that died."""
 
     count: int
-    run_child: Callable[[int], int]
+    start: Callable[[int], int]
     say: Callable[[str], None]
     clock: Callable[[], float] = time.monotonic
     children: dict[int, Child] = dataclasses.field(default_factory=dict)  # by pid
@@ -108,13 +142,15 @@ class Supervisor:
     interrupts: int = 0
     failure: int = 0
 
+    def adopt(self, pid: int, index: int) -> None:
+        self.children[pid] = Child(index, pid, self.clock())
+        self.say(f"worker process {index} of {self.count} started (pid {pid})")
+
     def run(self) -> int:
-        """The parent's loop; returns its exit code. In a child it returns the child's."""
-        signal.signal(signal.SIGCHLD, _ignore)  # blocked below; a handler keeps it queued
+        """Wait for signals until every worker has stopped; returns the exit status."""
+        signal.signal(signal.SIGCHLD, _ignore)  # blocked; a handler keeps it queued
         signal.pthread_sigmask(signal.SIG_BLOCK, _WAITED)
-        for index in range(1, self.count + 1):
-            if self._fork(Child(index)):
-                return self._child_body()
+        self._reap()  # a child that ended before the exec
         while self.children or (self.waiting and not self.stopping):
             due = min((c.restart_at or 0.0 for c in self.waiting), default=None)
             timeout = None if due is None else max(0.0, due - self.clock())
@@ -126,29 +162,9 @@ class Supervisor:
             if info is not None and info.si_signo != signal.SIGCHLD:
                 self._on_signal(info.si_signo)
             self._reap()
-            if not self.stopping and self._restart_due():
-                return self._child_body()
+            if not self.stopping:
+                self._restart_due()
         return self.failure
-
-    # In the child, fork() returns into run(), which returns the worker's exit code up to
-    # `python -m jury.worker`'s own exit: atexit callbacks run as in a single worker.
-    child_index: int = 0
-
-    def _child_body(self) -> int:
-        return self.run_child(self.child_index)
-
-    def _fork(self, child: Child) -> bool:
-        """Start `child`; True in the child process itself."""
-        parent = os.getpid()
-        pid = os.fork()
-        if pid == 0:
-            _become_child(parent)
-            self.child_index = child.index
-            return True
-        child.pid, child.started, child.restart_at = pid, self.clock(), None
-        self.children[pid] = child
-        self.say(f"worker process {child.index} of {self.count} started (pid {pid})")
-        return False
 
     def _on_signal(self, signo: int) -> None:
         if signo == signal.SIGHUP:
@@ -210,14 +226,53 @@ class Supervisor:
         after = f" in {child.pause_s:.0f} s" if child.pause_s else ""
         self.say(f"{name} {how}: starting another{after}")
 
-    def _restart_due(self) -> bool:
-        """Fork the children whose pause is over; True in a new child."""
+    def _restart_due(self) -> None:
+        """Start the workers whose pause is over."""
         now = self.clock()
         for child in [c for c in self.waiting if (c.restart_at or 0.0) <= now]:
             self.waiting.remove(child)
-            if self._fork(child):
-                return True
-        return False
+            pid = self.start(child.index)
+            child.pid, child.started, child.restart_at = pid, self.clock(), None
+            self.children[pid] = child
+            self.say(f"worker process {child.index} of {self.count} started (pid {pid})")
+
+
+def start_worker_process(index: int, argv: list[str]) -> int:
+    """A worker in place of one that died: `python -m jury.worker` as a process of its own
+    (it loads its code for itself; the pages its forebear shared are gone with the preloaded
+    process), with the dead one's node name, dying with its supervisor."""
+    env = {**os.environ, "JURY_WORKER_PROCESSES": "1", SUPERVISOR_ENV: str(os.getpid())}
+    command = [*_python_m("jury.worker"), *child_node_name(argv, index)]
+    # A spawned process inherits the signal mask: the worker's must be clear.
+    return os.posix_spawn(sys.executable, command, env, setsigmask=())
+
+
+def die_with_supervisor() -> None:
+    """In a worker started by start_worker_process: SIGTERM when its supervisor dies."""
+    parent = os.environ.pop(SUPERVISOR_ENV, "")
+    if parent and parent == str(os.getppid()):
+        _die_with_parent(int(parent))
+
+
+def _python_m(module: str) -> list[str]:
+    # As jury.local.services.python_module: `-P` keeps the current folder off sys.path.
+    return [sys.executable, "-P", "-m", module]
+
+
+def main(argv: list[str]) -> int:
+    """`python -m jury.worker.supervisor --adopt PID:INDEX,... -- WORKER-ARGS`: the
+    supervisor a preloaded `jury worker --processes N` becomes once it has forked."""
+    adopted = argv[argv.index("--adopt") + 1].split(",")
+    worker_argv = argv[argv.index("--") + 1 :] if "--" in argv else []
+    supervisor = Supervisor(
+        len(adopted),
+        lambda index: start_worker_process(index, worker_argv),
+        lambda line: print(f"jury worker: {line}", file=sys.stderr, flush=True),
+    )
+    for entry in adopted:
+        pid, _, index = entry.partition(":")
+        supervisor.adopt(int(pid), int(index))
+    return supervisor.run()
 
 
 def _ignore(signum: int, frame: object) -> None:
@@ -230,15 +285,19 @@ def _become_child(parent: int) -> None:
         signal.signal(signo, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.pthread_sigmask(signal.SIG_SETMASK, set())
+    _die_with_parent(parent)
+    # Celery restarts a worker on SIGHUP by running its command line again (celery/apps/
+    # worker.py, `_reload_current_worker`): one worker process, not another supervisor.
+    os.environ["JURY_WORKER_PROCESSES"] = "1"
+    sys.argv = take_processes_option(sys.argv)[1]
+
+
+def _die_with_parent(parent: int) -> None:
     with contextlib.suppress(Exception):  # Linux only; elsewhere an orphan goes on alone
         libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
         libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
     if os.getppid() != parent:  # the parent died before prctl: nobody supervises this one
         os._exit(0)
-    # Celery restarts a worker on SIGHUP by running its command line again (celery/apps/
-    # worker.py, `_reload_current_worker`): one worker process, not another supervisor.
-    os.environ["JURY_WORKER_PROCESSES"] = "1"
-    sys.argv = take_processes_option(sys.argv)[1]
 
 
 def take_processes_option(argv: list[str]) -> tuple[str | None, list[str]]:
@@ -278,3 +337,7 @@ def child_node_name(argv: list[str], index: int) -> list[str]:
 def _numbered(name: str, index: int) -> str:
     left, at, host = name.partition("@")
     return f"{left}-{index}{at}{host}"
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
