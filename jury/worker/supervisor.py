@@ -57,6 +57,46 @@ PRELOADED = (
     "jury.worker.engine.pool",
     "jury.worker.calls.llm_client",
     "openai.resources",
+    # Celery's command line (its plugins too: Flower, click-repl), which runs the worker.
+    "celery.bin.celery",
+    "kombu.pidbox",
+    "jury.worker.engine.consumer",
+    "sqlite3",
+)
+# What a worker's first calls import besides, seen in sys.modules of a forked worker after a
+# batch (LiteLLM 1.106): loaded by the parent where this LiteLLM has them, skipped otherwise.
+PRELOADED_IF_PRESENT = (
+    "litellm.llms.edenai.chat.transformation",
+    "litellm.llms.edenai.common_utils",
+    "litellm.llms.fal_ai.chat.transformation",
+    "litellm.llms.fal_ai.cost_calculator",
+    "litellm.llms.fal_ai.image_generation.bria_transformation",
+    "litellm.llms.fal_ai.image_generation.bytedance_transformation",
+    "litellm.llms.fal_ai.image_generation.flux_dev_transformation",
+    "litellm.llms.fal_ai.image_generation.flux_pro_v11_transformation",
+    "litellm.llms.fal_ai.image_generation.flux_pro_v11_ultra_transformation",
+    "litellm.llms.fal_ai.image_generation.flux_schnell_transformation",
+    "litellm.llms.fal_ai.image_generation.gpt_image_2_transformation",
+    "litellm.llms.fal_ai.image_generation.ideogram_v3_transformation",
+    "litellm.llms.fal_ai.image_generation.imagen4_transformation",
+    "litellm.llms.fal_ai.image_generation.nano_banana_transformation",
+    "litellm.llms.fal_ai.image_generation.recraft_v3_transformation",
+    "litellm.llms.fal_ai.image_generation.stable_diffusion_transformation",
+    "litellm.llms.fal_ai.image_generation.transformation",
+    "litellm.llms.litellm_proxy.chat.transformation",
+    "litellm.llms.openai.chat.gpt_audio_transformation",
+    "litellm.llms.openai_like.dynamic_config",
+    "litellm.llms.vertex_ai.vertex_ai_partner_models.anthropic.output_params_utils",
+    "litellm.llms.vertex_ai.vertex_ai_partner_models.anthropic.transformation",
+    "litellm.proxy._experimental.mcp_server.stdio_gate",
+    "litellm.proxy._types",
+    "litellm.proxy.openai_files_endpoints.common_utils",
+    "litellm.proxy.types_utils.utils",
+    "litellm.types.integrations.compression_interception",
+    "litellm.types.object_permission",
+    "litellm.types.proxy.carried_budget_state",
+    "litellm.types.proxy.control_plane_endpoints",
+    "litellm.types.proxy.spend_capture_rate",
 )
 # A child that fails by itself within this many seconds of its start could not start.
 STARTUP_S = 20.0
@@ -85,6 +125,9 @@ def preload() -> int:
     objects frozen."""
     for module in PRELOADED:
         importlib.import_module(module)
+    for module in PRELOADED_IF_PRESENT:
+        with contextlib.suppress(ImportError):
+            importlib.import_module(module)
     gc.collect()
     gc.freeze()
     return gc.get_freeze_count()
