@@ -49,7 +49,6 @@ from bench.ratelimit import DIMENSIONS, LATENCY, MODELS, plan
 from bench.ratelimit import write_batch as write_quota_batch
 from jury.local.services import (
     ManagedProcess,
-    python_module,
     start_embedded_redis,
     start_simulator,
     start_worker,
@@ -69,6 +68,7 @@ SAMPLES = 3
 JURY = [sys.executable, "-c", "from jury.cli.main import main; main()"]
 ZERO_LATENCY = ["--latency-ms", "0", "--latency-sigma", "0"]
 MB = 2**20
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def smaps(pid: int) -> tuple[int, int]:
@@ -261,19 +261,23 @@ def run_baseline(folder: Path, args: argparse.Namespace) -> dict[str, Any]:
         sampler = Sampler()
         started = time.monotonic()
         command = [
-            *python_module("bench.asyncio_baseline"),
+            sys.executable,
+            "-m",
+            "bench.asyncio_baseline",
             simulator.url,
             "--judgments",
             str(args.judgments),
             "--concurrency",
             "64",
         ]
-        process = subprocess.Popen(command, stdout=subprocess.DEVNULL)
+        process = subprocess.Popen(command, stdout=subprocess.DEVNULL, cwd=ROOT)
         sampler.watch("baseline", process.pid)
         sampler.start()
         process.wait()
         sampler.stopped.set()
         sampler.join()
+        if process.returncode != 0:
+            raise SystemExit(f"the asyncio baseline failed with exit code {process.returncode}")
         return {
             "run": "baseline zero-latency",
             "layout": "baseline",
