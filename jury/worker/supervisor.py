@@ -218,7 +218,7 @@ class Supervisor:
         else:
             passed = signal.Signals(signo)
         if not self.stopping:
-            self.say(f"{signal.Signals(signo).name}: stopping {len(self.children)} processes")
+            self.say(f"{_signal_name(signo)}: stopping {len(self.children)} processes")
         self._stop(passed)
 
     def _stop(self, passed: signal.Signals) -> None:
@@ -244,7 +244,7 @@ class Supervisor:
         lived = self.clock() - child.started
         name = f"worker process {child.index} (pid {child.pid})"
         if os.WIFSIGNALED(status):
-            how = f"was killed by {signal.Signals(os.WTERMSIG(status)).name}"
+            how = f"was killed by {_signal_name(os.WTERMSIG(status))}"
             code = 128 + os.WTERMSIG(status)
         else:
             code = os.waitstatus_to_exitcode(status)
@@ -316,6 +316,13 @@ def main(argv: list[str]) -> int:
         pid, _, index = entry.partition(":")
         supervisor.adopt(int(pid), int(index))
     return supervisor.run()
+
+
+def _signal_name(signo: int) -> str:
+    try:
+        return signal.Signals(signo).name
+    except ValueError:  # a real-time signal has no name
+        return f"signal {signo}"
 
 
 def _ignore(signum: int, frame: object) -> None:
