@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 
-.PHONY: demo test test-metrics test-slow lint docs bench-ratelimit bench-faults bench-throughput bench-scaling bench-stability bench-modes bench-cache bench-trust bench-concurrency bench-batchapi test-real bench-real clean
+.PHONY: demo test test-metrics test-slow lint docs bench-ratelimit bench-faults bench-throughput bench-scaling bench-stability bench-modes bench-cache bench-memory bench-trust bench-concurrency bench-batchapi test-real bench-real clean
 
 $(STAMP): requirements.lock pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -65,6 +65,9 @@ bench-batchapi: $(STAMP)
 
 bench-cache: $(STAMP)
 	$(BIN)/python -m bench.cache
+
+bench-memory: $(STAMP)
+	$(BIN)/python -m bench.memory
 
 # With REAL_API_BASE=http://host:port/v1 (and REAL_MODEL), the HHH pairs against that model.
 REAL_MODEL ?= openai/smollm2

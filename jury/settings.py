@@ -36,6 +36,7 @@ _ENV_NAMES: dict[str, str] = {
     "broker_wait_s": "JURY_BROKER_WAIT",
     "worker_concurrency": "JURY_WORKER_CONCURRENCY",
     "worker_pool": "JURY_WORKER_POOL",
+    "worker_processes": "JURY_WORKER_PROCESSES",
     "heartbeat_timeout_s": "JURY_HEARTBEAT_TIMEOUT",
     "task_events": "JURY_TASK_EVENTS",
     "max_attempts": "JURY_MAX_ATTEMPTS",
@@ -152,6 +153,9 @@ class Settings(BaseModel):
     # engine: jury's pool (jury.worker.engine.pool), task bodies on one event loop per process;
     # threads, prefork, solo: Celery's own, each task's body then waits in its thread.
     worker_pool: str = ENGINE_POOL
+    # Worker processes one `jury worker` runs, forked from one parent that imported LiteLLM
+    # once, so that they share its pages (jury.worker.supervisor); 0: one per core.
+    worker_processes: int = Field(default=1, ge=0, le=64)
     # A worker silent this long is dead: the tasks it held are queued again (engine pool).
     heartbeat_timeout_s: float = Field(default=30.0, gt=0)
     # Providers' Batch APIs (jury.worker.calls.provider_batches): seconds between a worker's steps;

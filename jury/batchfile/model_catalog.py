@@ -37,13 +37,17 @@ def known_providers() -> frozenset[str]:
 
 
 def model_prices(model: str) -> tuple[float, float] | None:
-    """(input, output) USD per token, or None if the model is not in the price map."""
+    """(input, output) USD per token, or None if the model is not in the price map. The same
+    file and the same lookup (the name as given, then without its provider prefix) as a
+    worker's budget (jury.worker.calls.llm_client.model_prices, on `litellm.model_cost`, which
+    LITELLM_LOCAL_MODEL_COST_MAP loads from this very file): the dry run's estimate and the
+    budget's agree."""
     prices = price_map()
     for key in (model, model.split("/", 1)[-1]):
         entry = prices.get(key)
         if isinstance(entry, dict) and "input_cost_per_token" in entry:
-            return float(entry["input_cost_per_token"]), float(
-                entry.get("output_cost_per_token", 0)
+            return float(entry["input_cost_per_token"] or 0.0), float(
+                entry.get("output_cost_per_token") or 0.0
             )
     return None
 

@@ -45,7 +45,11 @@ def flower(
 @click.command(context_settings=_PASSTHROUGH, add_help_option=False)
 @click.pass_context
 def worker(ctx: click.Context) -> None:
-    """Run a worker (extra options go to `celery worker`, e.g. `-- --concurrency 32`)."""
+    """Run a worker (extra options go to `celery worker`, e.g. `-- --concurrency 32`).
+
+    `--processes N` (JURY_WORKER_PROCESSES; 0: one per core) runs N worker processes forked
+    from one parent that loads LiteLLM once, so that they share its memory; the parent
+    replaces a process that dies and stops them all on SIGTERM."""
     args = [a for a in ctx.args if a != "--"]
     os.execv(sys.executable, [*python_module("jury.worker"), *args])
 

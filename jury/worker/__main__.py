@@ -1,14 +1,29 @@
-"""`python -m jury.worker [celery worker options]`: what `jury worker` runs."""
+"""`python -m jury.worker [--processes N] [celery worker options]`: what `jury worker` runs.
+
+One worker process by default; with `--processes N` (JURY_WORKER_PROCESSES; 0: one per core)
+a parent loads the worker's code once and forks N of them (jury.worker.supervisor)."""
 
 from __future__ import annotations
 
 import logging
 import os
 import sys
+from typing import TYPE_CHECKING
 
 from jury._version import version_line
 from jury.errors import EXIT_INTERRUPTED, JuryError, ctrl_c_ends_quietly
 from jury.settings import ENGINE_POOL, Settings
+from jury.worker.supervisor import (
+    child_node_name,
+    die_with_supervisor,
+    fork_workers,
+    preload,
+    processes_wanted,
+    take_processes_option,
+)
+
+if TYPE_CHECKING:
+    from celery import Celery
 
 # How long a thread keeps the GIL before another that waits for it may take it. A worker's
 # event loop does nearly all of its work; the consumer, store and completion threads wait on
@@ -21,8 +36,14 @@ SWITCH_INTERVAL_S = 0.05
 def main(argv: list[str]) -> int:
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     sys.setswitchinterval(SWITCH_INTERVAL_S)
+    die_with_supervisor()
+    processes_option, argv = take_processes_option(argv)
     try:
         settings = Settings.from_env()
+        if processes_option is not None:
+            settings = Settings.model_validate(
+                {**settings.model_dump(), "worker_processes": processes_option}
+            )
     except Exception as exc:
         print(f"jury worker: bad configuration: {exc}", file=sys.stderr)
         return 2
@@ -39,12 +60,32 @@ def main(argv: list[str]) -> int:
     if gave_up := wait_for_broker(settings, lambda line: _say(f"jury worker: {line}")):
         print(f"jury worker: {gave_up}", file=sys.stderr)
         return EXIT_NO_BROKER
-    pool = settings.worker_pool
-    if pool == ENGINE_POOL:
+    if settings.worker_pool == ENGINE_POOL:
         # Celery's documented hook for a pool of one's own (celery/concurrency/__init__.py),
         # read when celery.concurrency is first imported: before the app is built.
         os.environ["CELERY_CUSTOM_WORKER_POOL"] = "jury.worker.engine.pool:EnginePool"
-        pool = "custom"
+    processes = processes_wanted(settings.worker_processes)
+    if processes == 1:
+        return run_worker(settings, argv)
+    try:
+        frozen = preload()
+    except JuryError as exc:
+        print(f"jury worker: {exc}", file=sys.stderr)
+        return 2
+    _say(
+        f"jury worker: {version_line()}; {processes} worker processes forked from pid "
+        f"{os.getpid()}, which loaded their code once ({frozen} objects shared)"
+    )
+    return fork_workers(
+        processes,
+        lambda index: run_worker(settings, child_node_name(argv, index), supervised=True),
+        argv,
+    )
+
+
+def run_worker(settings: Settings, argv: list[str], supervised: bool = False) -> int:
+    """One worker process: Celery's worker with jury's app, until it stops."""
+    pool = "custom" if settings.worker_pool == ENGINE_POOL else settings.worker_pool
     from jury.worker.app import create_worker_app
 
     try:
@@ -52,7 +93,8 @@ def main(argv: list[str]) -> int:
     except JuryError as exc:
         print(f"jury worker: {exc}", file=sys.stderr)
         return 2
-    print(f"jury worker: {version_line()}", file=sys.stderr, flush=True)
+    if not supervised:
+        print(f"jury worker: {version_line()}", file=sys.stderr, flush=True)
     # One log line per task, not two: Celery's "received" lines say nothing its "succeeded" or
     # "raised" lines do not, and at hundreds of tasks a second each line costs.
     logging.getLogger("celery.worker.strategy").setLevel(logging.WARNING)
@@ -75,10 +117,27 @@ def main(argv: list[str]) -> int:
         "--without-mingle",
     ]
     try:
+        if supervised:
+            return _worker_status(app, defaults + argv)
         app.worker_main(defaults + argv)  # options given later override the defaults
     finally:  # stopped: a Ctrl-C during LiteLLM's exit callbacks ends it without a traceback
         ctrl_c_ends_quietly()
     return 0
+
+
+def _worker_status(app: Celery, argv: list[str]) -> int:
+    """Run the worker as `app.worker_main` does, keeping its exit status, which tells the
+    supervisor whether it failed. `app.start` (celery/app/base.py) runs Celery's click command
+    with `standalone_mode=False` and drops what it returns: click returns the status given to
+    `ctx.exit` (celery/bin/worker.py ends with `ctx.exit(worker.exitcode)`) in that mode."""
+    from celery.bin.celery import celery as celery_command
+
+    celery_command.params[0].default = app
+    try:
+        status = celery_command.main(args=argv, standalone_mode=False)
+    finally:
+        celery_command.params[0].default = None
+    return status if isinstance(status, int) else 0
 
 
 def _say(line: str) -> None:

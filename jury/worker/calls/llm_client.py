@@ -24,6 +24,7 @@ from jury.schemas.batch import Judge
 from jury.schemas.egress import EgressPolicy, ModelCall, plan_model_call
 from jury.schemas.placeholders import call_settings, redact, taken_variables
 from jury.worker.calls.egress_guard import CallGuard, call_key, environment_policy, guarding
+from jury.worker.calls.lazy_encoding import defer_default_encoding
 from jury.worker.calls.litellm_http import install_send_hook
 from jury.worker.calls.llm_errors import (
     classify_error,
@@ -183,21 +184,19 @@ def warm_up() -> None:
     """Do at a worker's start what its first call would otherwise do on the way: the OpenAI
     SDK imports its ~470 resource modules at its first request (0.35 s of CPU on the
     development machine, twice that on a busy host, and the batch's first judgments waited
-    for it), the hooked HTTP session, and LiteLLM's tokenizer."""
+    for it), the hooked HTTP session; LiteLLM's tokenizer is left for its first use."""
     import openai.resources  # noqa: F401
 
     install_send_hook()
+    # Every call's path would load LiteLLM's default tokenizer (tiktoken's cl100k_base: 40 MB
+    # and 0.13 s of CPU), which jury's wire never uses: loaded at its first use instead.
+    defer_default_encoding()
     # LiteLLM's own lazy imports on a call's path (its response and logging types), through
     # a mocked answer: nothing is sent.
     with contextlib.suppress(Exception):
         litellm.completion(
             model="openai/warm-up", messages=[{"role": "user", "content": "-"}], mock_response="-"
         )
-    # A custom provider's first call (jury's wire) loads LiteLLM's default tokenizer, tiktoken's
-    # cl100k_base: 0.13 s of CPU, 85 % of that first call's. `litellm.main` loads it lazily on
-    # first access to its `encoding` (read in litellm/main.py, `__getattr__`).
-    with contextlib.suppress(Exception):
-        litellm.main.encoding  # noqa: B018
 
 
 def waits_at_send(judge: Judge) -> bool:
