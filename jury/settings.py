@@ -330,6 +330,15 @@ class Settings(BaseModel):
             {f: env[v] for f, v in names.items() if env.get(v)}
         ).egress_policy()
 
+    @property
+    def pool_size(self) -> int:
+        """Celery's --concurrency for this worker: the engine's ceiling (its window adapts
+        below it); under Celery's own pools, a thread or a process per task, the window's
+        start (JURY_WORKER_WINDOW), not 4096 of them."""
+        if self.worker_pool == ENGINE_POOL:
+            return self.worker_concurrency
+        return min(self.worker_concurrency, self.worker_window)
+
     def to_env(self) -> dict[str, str]:
         """The JURY_* variables that make another process (a worker) read these settings."""
         return {name: _env_value(getattr(self, field)) for field, name in _ENV_NAMES.items()}

@@ -54,8 +54,8 @@ class WindowLimits:
 
     @classmethod
     def of(cls, ceiling: int, start: int, memory_bytes: int) -> WindowLimits:
-        floor = min(cls.floor, ceiling)
-        return cls(ceiling, max(floor, min(start, ceiling)), memory_bytes, floor)
+        start = min(start, ceiling)
+        return cls(ceiling, start, memory_bytes, min(cls.floor, start))
 
 
 @dataclass(frozen=True)

@@ -150,3 +150,11 @@ def test_what_counts_as_push_back() -> None:
     assert pushed_back(JudgmentFailed("timed out", kind="timeout")) == 0
     assert pushed_back(0.8) == 0
     assert pushed_back({"relevance": 1.0}) == 0
+
+
+def test_celerys_own_pools_get_the_windows_start_not_the_ceiling() -> None:
+    from jury.settings import Settings
+
+    assert Settings(worker_pool="engine").pool_size == 4096
+    assert Settings(worker_pool="threads").pool_size == 256
+    assert Settings(worker_pool="prefork", worker_concurrency=4).pool_size == 4
