@@ -117,13 +117,19 @@ def test_memory_over_its_bound_cuts_below_the_start_down_to_the_floor_only() -> 
     assert controller.window == controller.limits.floor == 32
 
 
-def test_growth_stops_where_memory_per_call_would_pass_the_bound() -> None:
+def test_growth_closes_in_on_where_memory_per_call_would_pass_the_bound() -> None:
     controller = WindowController(limits(memory_mb=450))
     controller.decide(waiting(0, rss_mb=300, in_flight=0))  # idle: 300 MB
-    # 1000 calls in flight cost 100 MB: 0.1 MB each, 50 MB spare for 500 more.
+    # 1000 calls in flight cost 100 MB: 0.1 MB each, 50 MB spare for 500 more: half of it.
     controller.window = 1000
-    assert controller.decide(waiting(1000, rss_mb=400)) == 1500
+    assert controller.decide(waiting(1000, rss_mb=400)) == 1250
     assert controller.reason == GROW
+    # Calls just started look cheap: each is reckoned at least call_bytes (80 KiB).
+    fresh = WindowController(limits(memory_mb=450), window=1000)
+    fresh.decide(waiting(0, rss_mb=300, in_flight=0))
+    assert fresh.decide(waiting(1000, rss_mb=320)) == 1000 + int(130 * 1024 / 80 / 2)
+    # At the bound, no growth at all.
+    assert fresh.decide(waiting(fresh.window, rss_mb=449.9)) == fresh.window
 
 
 def test_never_above_the_ceiling_never_below_the_floor() -> None:
