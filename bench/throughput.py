@@ -6,13 +6,15 @@ Runs, side by side in one run:
   jury-N-metrics  the same with the workers' metrics on, each worker scraped every 5 s
   jury-n    a smaller batch with the same bound: peak Redis memory follows the bound, not the size
   baseline  one process, asyncio.gather with a semaphore, calling LiteLLM for the same judgments
+  floor     the bare transport: one process, an aiohttp POST and a JSON parse per judgment
+            (bench.transport_floor); jury's CPU per judgment is printed as a multiple of it
   recording a call's metrics recorded, on against off, timed in this process (bench.metrics_cost)
 
 and prints judgments per second, CPU milliseconds per judgment per process kind, peak Redis
 memory and peak worker RSS: a table for people and one JSON line for machines.
 
     python -m bench.throughput [--judgments 100000] [--small 20000] [--workers 2]
-        [--runs publish,jury,jury-metrics,jury-small,baseline,recording] [--repeat 1]
+        [--runs publish,jury,jury-metrics,jury-small,baseline,floor,recording] [--repeat 1]
 
 With `--repeat N`, the runs are made N times in turn, and each jury run is paired with the
 baseline run of its round: the table then also gives each pair's ratios (jury's CPU per
@@ -51,6 +53,7 @@ from bench.metrics_cost import (
     print_metrics_pairs,
     recording_cost,
 )
+from bench.transport_floor import floor_multiples, run_floor
 from jury.local.services import wait_for
 from jury.store.engine import session_factory
 from jury.store.repository import batch_status
@@ -275,7 +278,9 @@ def main() -> None:
     )
     parser.add_argument("--max-queued", type=int, default=10_000, help="JURY_MAX_QUEUED")
     parser.add_argument("--baseline-concurrency", type=int, default=64)
-    parser.add_argument("--runs", default="publish,jury,jury-metrics,jury-small,baseline,recording")
+    parser.add_argument(
+        "--runs", default="publish,jury,jury-metrics,jury-small,baseline,floor,recording"
+    )
     parser.add_argument("--repeat", type=int, default=1, help="make the runs this many times")
     args = parser.parse_args()
     rows = []
@@ -296,6 +301,10 @@ def main() -> None:
                     rows.append(run_jury(folder, f"jury-{args.small}", args.small, args))
                 elif run == "baseline":
                     rows.append(run_baseline(folder, args.judgments, args))
+                elif run == "floor":
+                    with local_stack(folder, "floor", SIMULATOR, 0) as stack:
+                        calls, at_once = args.judgments, args.baseline_concurrency
+                        rows.append(run_floor(stack.simulator.url, calls, at_once))
                 print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
     print_table(rows)
     pairs = pair_ratios(rows, f"jury-{args.judgments}")
@@ -306,6 +315,8 @@ def main() -> None:
         summary["pairs"] = pairs
         summary["median"] = median
     summary.update(metrics_summary(rows, f"jury-{args.judgments}"))
+    if multiples := floor_multiples(rows, jury_cpu_ms):
+        summary["floor_multiples"] = multiples
     print(json.dumps(summary))
 
 
