@@ -9,9 +9,10 @@ engine's adapter (jury.worker.engine.pool) observes and applies it to Celery's p
 - It grows while the window is full, the process has CPU to spare (its CPU time under
   `cpu_low` of a core, its event loop answering within `lag_low_s`), nothing was pushed back,
   and the memory the growth would take, projected from what each call in flight costs now,
-  stays under the bound. It doubles up to where CPU pressure last cut it to, and grows by an
-  eighth a step beyond (as TCP's slow start and congestion avoidance): a window that found
-  its level stays near it instead of swinging by half.
+  stays under the bound. It doubles up to where CPU pressure last cut it to, and grows by a
+  quarter a step beyond (as TCP's slow start and congestion avoidance): a window that found
+  its level stays near it instead of swinging by half; after `calm_ticks` quiet steps it
+  doubles again.
 - It shrinks to `cut` of itself under sustained CPU pressure (`pressure_ticks` intervals at
   `cpu_high` of a core or a loop lagging `lag_high_s`), or when the provider pushes back
   (`pushback_share` of the tasks that ended were parked for a rate-limit slot or failed on a
@@ -46,8 +47,11 @@ class WindowLimits:
     pressure_ticks: int = 3
     pushback_share: float = 0.05
     growth: float = 2.0
-    # Beyond where pressure last cut the window, it grows by this fraction a step.
-    creep: float = 0.125
+    # Beyond where pressure last cut the window, it grows by this fraction a step; after
+    # `calm_ticks` steps without pressure it doubles again (a burst of calls starting at once
+    # lags the loop for a moment, and must not hold the window to small steps for good).
+    creep: float = 0.25
+    calm_ticks: int = 10
     cut: float = 0.8
     # A window this full (in flight ÷ window) has calls waiting for room.
     full: float = 0.9
@@ -84,6 +88,7 @@ class WindowController:
     _memory_cap: int | None = None
     _rss_at_cut: int = 0
     _level: int | None = None  # where CPU pressure or lag last cut the window to
+    _calm: int = 0
 
     def __post_init__(self) -> None:
         self.window = self.window or self.limits.start
@@ -139,8 +144,12 @@ class WindowController:
         limits = self.limits
         if seen.cpu_share >= limits.cpu_high or seen.loop_lag_s >= limits.lag_high_s:
             self._pressed += 1
+            self._calm = 0
         else:
             self._pressed = 0
+            self._calm += 1
+            if self._calm >= limits.calm_ticks:
+                self._level = None
         return self._pressed >= limits.pressure_ticks
 
     def _may_grow(self, seen: Observation) -> bool:

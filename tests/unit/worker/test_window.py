@@ -82,14 +82,17 @@ def test_a_lagging_loop_is_pressure_too() -> None:
     assert controller.window < 1024 and controller.reason == LAG
 
 
-def test_after_pressure_it_creeps_instead_of_doubling() -> None:
-    controller = WindowController(limits(), window=2000)
+def test_after_pressure_it_creeps_instead_of_doubling_until_calm_again() -> None:
+    controller = WindowController(limits(memory_mb=4000), window=1000)
     for _ in range(3):
-        controller.decide(waiting(2000, cpu_share=0.95))
+        controller.decide(waiting(1000, cpu_share=0.95))
     cut = controller.window
-    assert cut == 1600
+    assert cut == 800
     grown = controller.decide(waiting(cut))
-    assert cut < grown <= cut * 1.125 + 1
+    assert grown == 1000  # a quarter more
+    for _ in range(controller.limits.calm_ticks):
+        controller.decide(waiting(controller.window, in_flight=0))  # calm, not full
+    assert controller.decide(waiting(controller.window)) == 2 * grown
 
 
 def test_provider_push_back_shrinks_it_not_below_its_start() -> None:
