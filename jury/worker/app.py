@@ -81,17 +81,22 @@ def create_worker_app(settings: Settings) -> Celery:
     def start_housekeeping(sender: Any = None, **_: object) -> None:
         # Celery sends worker_ready from its consumer (celery/apps/worker.py,
         # on_consumer_ready), whose pool is the engine's when jury's pool runs.
+        housekeeper.start()
         pool = getattr(sender, "pool", None)
-        if isinstance(pool, EnginePool):
+        if not isinstance(pool, EnginePool):
+            return
+        try:
             limits = WindowLimits.of(
                 open_files_for(settings.worker_concurrency),
                 settings.worker_window,
                 settings.worker_memory_mb * 2**20,
             )
             adapter = pool.adapt_window(sender, limits, runtime().loop.loop)
-            if held is not None:
-                held.window_report = adapter.report
-        housekeeper.start()
+        except Exception:  # the worker runs on at Celery's prefetch count, its ceiling
+            log.exception("the window of tasks in flight cannot adapt")
+            return
+        if held is not None:
+            held.window_report = adapter.report
 
     def stop_housekeeping(**_: object) -> None:
         # A warm shutdown ends in one line, whatever it meets (Redis gone, the store locked).
