@@ -14,7 +14,8 @@ engine's adapter (jury.worker.engine.pool) observes and applies it to Celery's p
   its level stays near it instead of swinging by half; after `calm_ticks` quiet steps it
   doubles again.
 - It shrinks to `cut` of itself under sustained CPU pressure (`pressure_ticks` intervals at
-  `cpu_high` of a core or a loop lagging `lag_high_s`), or when the provider pushes back
+  `cpu_high` of a core or a loop lagging `lag_high_s`, not counting the `pressure_ticks`
+  after a growth, while the calls it let in start at once), or when the provider pushes back
   (`pushback_share` of the tasks that ended were parked for a rate-limit slot or failed on a
   429): never below `start`, the window every worker had before it adapted.
 - Over the memory bound (RSS), it is cut to `cut` of the calls in flight, down to `floor`,
@@ -89,6 +90,7 @@ class WindowController:
     _rss_at_cut: int = 0
     _level: int | None = None  # where CPU pressure or lag last cut the window to
     _calm: int = 0
+    _settling: int = 0  # intervals after a growth that are not pressure
 
     def __post_init__(self) -> None:
         self.window = self.window or self.limits.start
@@ -109,6 +111,7 @@ class WindowController:
         elif self._may_grow(seen):
             self.window = min(self._room(seen), self._grown(before))
             self.reason = GROW
+            self._settling = limits.pressure_ticks
         self.window = max(limits.floor, min(limits.ceiling, self.window))
         return self.window
 
@@ -142,14 +145,14 @@ class WindowController:
 
     def _pressure(self, seen: Observation) -> bool:
         limits = self.limits
-        if seen.cpu_share >= limits.cpu_high or seen.loop_lag_s >= limits.lag_high_s:
-            self._pressed += 1
-            self._calm = 0
-        else:
-            self._pressed = 0
-            self._calm += 1
-            if self._calm >= limits.calm_ticks:
-                self._level = None
+        pressed = seen.cpu_share >= limits.cpu_high or seen.loop_lag_s >= limits.lag_high_s
+        self._calm = 0 if pressed else self._calm + 1
+        if self._calm >= limits.calm_ticks:
+            self._level = None
+        if self._settling:
+            self._settling -= 1
+            pressed = False
+        self._pressed = self._pressed + 1 if pressed else 0
         return self._pressed >= limits.pressure_ticks
 
     def _may_grow(self, seen: Observation) -> bool:

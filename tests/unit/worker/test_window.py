@@ -75,6 +75,16 @@ def test_sustained_cpu_pressure_shrinks_it_back_toward_its_start_never_below() -
     assert controller.window == 256
 
 
+def test_the_calls_a_growth_let_in_starting_at_once_are_not_pressure() -> None:
+    controller = WindowController(limits())
+    assert controller.decide(waiting(256)) == 512
+    for _ in range(3):  # 256 calls starting at once: the loop lags a while
+        assert controller.decide(waiting(512, loop_lag_s=0.5)) == 512
+    for _ in range(2):
+        assert controller.decide(waiting(512, loop_lag_s=0.5)) == 512
+    assert controller.decide(waiting(512, loop_lag_s=0.5)) < 512  # then it is
+
+
 def test_a_lagging_loop_is_pressure_too() -> None:
     controller = WindowController(limits(), window=1024)
     for _ in range(3):
