@@ -2,14 +2,10 @@
 LiteLLM for the same judgments as bench/throughput's batch (its judges and dimensions,
 asyncio.gather with a semaphore, jury's own score parsing), no Celery and no store.
 
-With `--floor`, the same calls as bare transport: one aiohttp POST of the chat request and
-one JSON parse of the reply per call, nothing else. No client of an HTTP API can spend less
-per call in Python, so it is the floor that bench/throughput prints jury's multiple of.
-
 It runs in a process of its own (`run_baseline_child`), which reports its whole CPU and
 wall time and, on its last line, those after its imports.
 
-    python -m bench.asyncio_baseline API_BASE [--judgments 6000] [--concurrency 64] [--floor]
+    python -m bench.asyncio_baseline API_BASE [--judgments 6000] [--concurrency 64]
 """
 
 from __future__ import annotations
@@ -48,32 +44,10 @@ async def plain_call(api_base: str, model: str, prompt: str) -> Any:
     )
 
 
-class FloorCaller:
-    """The transport floor's call: an aiohttp POST of the request body, its reply parsed as
-    JSON, through one session (one connection pool) as any client would keep."""
-
-    def __init__(self, api_base: str) -> None:
-        import aiohttp
-
-        self.url = api_base.rstrip("/") + "/chat/completions"
-        connector = aiohttp.TCPConnector(limit=0)
-        self.session = aiohttp.ClientSession(connector=connector)
-
-    async def __call__(self, api_base: str, model: str, prompt: str) -> Any:
-        body = {
-            "model": model,
-            "messages": [{"role": "user", "content": prompt}],
-            "temperature": 0.8,
-        }
-        async with self.session.post(self.url, json=body) as reply:
-            return json.loads(await reply.read())
-
-
-async def judge_all(api_base: str, judgments: int, concurrency: int, floor: bool = False) -> int:
+async def judge_all(api_base: str, judgments: int, concurrency: int) -> int:
     """The judgments, `concurrency` calls at once; prints its CPU and wall time after its
     imports as its last line."""
-    if not floor:
-        import litellm  # noqa: F401  (imported before the clock starts: see below)
+    import litellm  # noqa: F401  (imported before the clock starts: see below)
 
     from jury.schemas.batch import Scale
     from jury.worker.judging.parsing import parse_score  # the same parsing jury applies
@@ -83,7 +57,6 @@ async def judge_all(api_base: str, judgments: int, concurrency: int, floor: bool
     cpu_at_start, wall_at_start = time.process_time(), time.monotonic()
 
     scale = Scale(min=1, max=5)
-    call = FloorCaller(api_base) if floor else plain_call
 
     semaphore = asyncio.Semaphore(concurrency)
     parsed = 0
@@ -96,14 +69,11 @@ async def judge_all(api_base: str, judgments: int, concurrency: int, floor: bool
             '\n</output>\n</data-ab12>\nAnswer with JSON: {"score": <number>}'
         )
         async with semaphore:
-            response = await call(api_base, judge, prompt)
-        if not floor:  # the floor is transport alone
-            parse_score(response.choices[0].message.content, scale)
+            response = await plain_call(api_base, judge, prompt)
+        parse_score(response.choices[0].message.content, scale)
         parsed += 1
 
     await asyncio.gather(*(one(n) for n in range(judgments)))
-    if isinstance(call, FloorCaller):
-        await call.session.close()
     after_imports = {
         "cpu_s": time.process_time() - cpu_at_start,
         "wall_s": time.monotonic() - wall_at_start,
@@ -127,11 +97,8 @@ class BaselineRun:
     calls_cpu_s: float
 
 
-def run_baseline_child(
-    api_base: str, judgments: int, concurrency: int, floor: bool = False
-) -> BaselineRun:
-    """The plain-asyncio LiteLLM script (or, with `floor`, the bare transport) in a process
-    of its own."""
+def run_baseline_child(api_base: str, judgments: int, concurrency: int) -> BaselineRun:
+    """The plain-asyncio LiteLLM script in a process of its own."""
     command = [
         sys.executable,
         "-m",
@@ -141,7 +108,6 @@ def run_baseline_child(
         str(judgments),
         "--concurrency",
         str(concurrency),
-        *(["--floor"] if floor else []),
     ]
     started = time.monotonic()
     process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
@@ -169,9 +135,8 @@ def main() -> None:
     parser.add_argument("api_base")
     parser.add_argument("--judgments", type=int, default=6000)
     parser.add_argument("--concurrency", type=int, default=64)
-    parser.add_argument("--floor", action="store_true", help="bare aiohttp POSTs, no LiteLLM")
     args = parser.parse_args()
-    asyncio.run(judge_all(args.api_base, args.judgments, args.concurrency, args.floor))
+    asyncio.run(judge_all(args.api_base, args.judgments, args.concurrency))
 
 
 if __name__ == "__main__":

@@ -6,7 +6,8 @@ Runs, side by side in one run:
   jury-N-metrics  the same with the workers' metrics on, each worker scraped every 5 s
   jury-n    a smaller batch with the same bound: peak Redis memory follows the bound, not the size
   baseline  one process, asyncio.gather with a semaphore, calling LiteLLM for the same judgments
-  floor     the same calls as bare transport: an aiohttp POST and a JSON parse each, no LiteLLM
+  floor     the bare transport: one process, an aiohttp POST and a JSON parse per judgment
+            (bench.transport_floor); jury's CPU per judgment is printed as a multiple of it
   recording a call's metrics recorded, on against off, timed in this process (bench.metrics_cost)
 
 and prints judgments per second, CPU milliseconds per judgment per process kind, peak Redis
@@ -18,11 +19,10 @@ memory and peak worker RSS: a table for people and one JSON line for machines.
 With `--repeat N`, the runs are made N times in turn, and each jury run is paired with the
 baseline run of its round: the table then also gives each pair's ratios (jury's CPU per
 judgment over all its processes / the baseline's; jury's judgments a second / the
-baseline's) and their median, and each jury run's CPU per judgment as a multiple of the
-floor's CPU per call (the floor run of its round). On a shared machine one pair's ratio
-varies by more than the differences worth knowing; the median of several pairs, made in
-turn, does less. Each jury-N run is paired with the jury-N-metrics run of its round the same
-way: the workers' CPU per judgment with metrics on over off (the target: at most 1.03).
+baseline's) and their median. On a shared machine one pair's ratio varies by more than the
+differences worth knowing; the median of several pairs, made in turn, does less. Each jury-N
+run is paired with the jury-N-metrics run of its round the same way: the workers' CPU per
+judgment with metrics on over off (the target: at most 1.03).
 """
 
 from __future__ import annotations
@@ -53,6 +53,7 @@ from bench.metrics_cost import (
     print_metrics_pairs,
     recording_cost,
 )
+from bench.transport_floor import floor_multiples, run_floor
 from jury.local.services import wait_for
 from jury.store.engine import session_factory
 from jury.store.repository import batch_status
@@ -63,7 +64,6 @@ JURY = [sys.executable, "-c", "from jury.cli.main import main; main()"]
 PER_ITEM = len(JUDGES) * len(DIMENSIONS) * SAMPLES
 SIMULATOR = ["--latency-ms", "0", "--latency-sigma", "0"]
 BASELINE_LABEL = "asyncio baseline"
-FLOOR_LABEL = "transport floor"
 
 
 def write_batch(folder: Path, api_base: str, judgments: int) -> tuple[Path, int]:
@@ -234,18 +234,14 @@ def run_jury(
         }
 
 
-def run_baseline(
-    folder: Path, judgments: int, args: argparse.Namespace, floor: bool = False
-) -> dict[str, Any]:
+def run_baseline(folder: Path, judgments: int, args: argparse.Namespace) -> dict[str, Any]:
     with local_stack(folder, "baseline", SIMULATOR, 0) as stack:
         simulator_before = cpu_seconds(stack.simulator.process.pid)
-        baseline = run_baseline_child(
-            stack.simulator.url, judgments, args.baseline_concurrency, floor
-        )
+        baseline = run_baseline_child(stack.simulator.url, judgments, args.baseline_concurrency)
         simulator_cpu = cpu_seconds(stack.simulator.process.pid) - simulator_before
         per = 1000 / judgments
         return {
-            "run": FLOOR_LABEL if floor else BASELINE_LABEL,
+            "run": BASELINE_LABEL,
             "judgments": judgments,
             "wall_s": round(baseline.wall_s, 1),
             "judgments_per_s": round(judgments / baseline.wall_s),
@@ -306,7 +302,9 @@ def main() -> None:
                 elif run == "baseline":
                     rows.append(run_baseline(folder, args.judgments, args))
                 elif run == "floor":
-                    rows.append(run_baseline(folder, args.judgments, args, floor=True))
+                    with local_stack(folder, "floor", SIMULATOR, 0) as stack:
+                        calls, at_once = args.judgments, args.baseline_concurrency
+                        rows.append(run_floor(stack.simulator.url, calls, at_once))
                 print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
     print_table(rows)
     pairs = pair_ratios(rows, f"jury-{args.judgments}")
@@ -316,27 +314,10 @@ def main() -> None:
         print_pairs(pairs, median)
         summary["pairs"] = pairs
         summary["median"] = median
-    floors = floor_multiples(rows, f"jury-{args.judgments}")
-    if floors:
-        print("\njury's CPU per judgment (every jury process) over the floor's CPU per call:")
-        print("  " + "  ".join(f"{m:.2f}x" for m in floors))
-        summary["floor_multiples"] = floors
     summary.update(metrics_summary(rows, f"jury-{args.judgments}"))
+    if multiples := floor_multiples(rows, jury_cpu_ms):
+        summary["floor_multiples"] = multiples
     print(json.dumps(summary))
-
-
-def floor_multiples(rows: list[dict[str, Any]], jury_label: str) -> list[float]:
-    """Each jury run's CPU per judgment over the floor's (after its imports) of its round."""
-    rounds: list[dict[str, dict[str, Any]]] = []
-    for row in rows:
-        if not rounds or row["run"] in rounds[-1]:
-            rounds.append({})
-        rounds[-1][row["run"]] = row
-    return [
-        round(jury_cpu_ms(r[jury_label]) / r[FLOOR_LABEL]["cpu_ms"][AFTER_ITS_IMPORTS], 2)
-        for r in rounds
-        if jury_label in r and FLOOR_LABEL in r
-    ]
 
 
 def metrics_summary(rows: list[dict[str, Any]], plain: str) -> dict[str, Any]:

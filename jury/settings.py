@@ -35,6 +35,8 @@ _ENV_NAMES: dict[str, str] = {
     "broker_use_ssl": "JURY_BROKER_USE_SSL",
     "broker_wait_s": "JURY_BROKER_WAIT",
     "worker_concurrency": "JURY_WORKER_CONCURRENCY",
+    "worker_window": "JURY_WORKER_WINDOW",
+    "worker_memory_mb": "JURY_WORKER_MEMORY_MB",
     "worker_pool": "JURY_WORKER_POOL",
     "worker_processes": "JURY_WORKER_PROCESSES",
     "heartbeat_timeout_s": "JURY_HEARTBEAT_TIMEOUT",
@@ -147,9 +149,17 @@ class Settings(BaseModel):
     # How long a starting worker waits for Redis to answer (one line per attempt) before it
     # gives up and exits non-zero; 0: one attempt.
     broker_wait_s: float = Field(default=120.0, ge=0, le=86_400)
-    # Judge tasks one worker process holds in flight at once (Celery's prefetch window): each
-    # is a coroutine on the process's event loop, waiting on the network.
-    worker_concurrency: int = Field(default=256, gt=0)
+    # The most judge tasks one worker process holds in flight at once: the ceiling of its
+    # window (Celery's prefetch count), each task a coroutine on the process's event loop,
+    # waiting on the network. The window starts at worker_window and adapts
+    # (jury.worker.engine.window): it doubles while calls wait and CPU is spare, shrinks back
+    # toward worker_window under CPU pressure or a provider's push-back, and below it only
+    # when the process's RSS passes worker_memory_mb. 4096 lets one worker saturate a 10 s
+    # judge (about 200 judgments/s, docs/benchmarks/concurrency.md); each call in flight is a
+    # socket, so the open-files limit must allow it (the worker raises its soft limit).
+    worker_concurrency: int = Field(default=4096, gt=0)
+    worker_window: int = Field(default=256, gt=0)
+    worker_memory_mb: int = Field(default=450, gt=0)
     # engine: jury's pool (jury.worker.engine.pool), task bodies on one event loop per process;
     # threads, prefork, solo: Celery's own, each task's body then waits in its thread.
     worker_pool: str = ENGINE_POOL
@@ -323,6 +333,15 @@ class Settings(BaseModel):
         return cls.model_validate(
             {f: env[v] for f, v in names.items() if env.get(v)}
         ).egress_policy()
+
+    @property
+    def pool_size(self) -> int:
+        """Celery's --concurrency for this worker: the engine's ceiling (its window adapts
+        below it); under Celery's own pools, a thread or a process per task, the window's
+        start (JURY_WORKER_WINDOW), not 4096 of them."""
+        if self.worker_pool == ENGINE_POOL:
+            return self.worker_concurrency
+        return min(self.worker_concurrency, self.worker_window)
 
     def to_env(self) -> dict[str, str]:
         """The JURY_* variables that make another process (a worker) read these settings."""

@@ -16,11 +16,12 @@ or not at all: these are gauges, read again at the next scrape.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from jury.broker import keys as redis_keys
-from jury.broker.redis_client import BrokerRedis
+from jury.broker.redis_client import BrokerRedis, as_text
 from jury.broker.scripts import lua
 from jury.settings import Settings
 
@@ -101,3 +102,38 @@ class Counting:
         since = now_ms - int(self.settings.heartbeat_timeout_s * 1000)
         key = self.broker.key(redis_keys.heartbeats(self.settings.queue))
         return int(client.zcount(key, since, "+inf"))
+
+
+@dataclass(frozen=True)
+class WorkerWindow:
+    """A live worker's window (jury.worker.engine.window), as its last beat published it."""
+
+    worker: str
+    window: int
+    in_flight: int
+    ceiling: int
+
+
+def worker_windows(broker: BrokerRedis, settings: Settings) -> list[WorkerWindow]:
+    """The windows of the deployment's live workers (beaten within the heartbeat timeout)."""
+    client = broker.client
+    seconds, micros = client.time()
+    since = seconds * 1000 + micros // 1000 - int(settings.heartbeat_timeout_s * 1000)
+    beats = broker.key(redis_keys.heartbeats(settings.queue))
+    alive = [str(as_text(w)) for w in client.zrangebyscore(beats, since, "+inf")]
+    if not alive:
+        return []
+    published = client.hmget(broker.key(redis_keys.windows(settings.queue)), alive)
+    windows = []
+    for worker, raw in zip(alive, published, strict=True):
+        try:
+            seen = json.loads(raw) if raw is not None else None
+            if isinstance(seen, dict):
+                windows.append(
+                    WorkerWindow(
+                        worker, int(seen["window"]), int(seen["in_flight"]), int(seen["ceiling"])
+                    )
+                )
+        except (ValueError, KeyError, TypeError):
+            continue  # a worker of another version: shown as alive, without a window
+    return windows

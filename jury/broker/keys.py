@@ -74,6 +74,12 @@ def heartbeats(queue: str) -> str:
     return _deployment(queue) + "heartbeats"
 
 
+def windows(queue: str) -> str:
+    """worker id -> its window and calls in flight (JSON), a hash written with each beat
+    (jury.worker.engine.window; `jury status` shows the live workers')."""
+    return _deployment(queue) + "windows"
+
+
 def held(queue: str, worker_id: str) -> str:
     """The delivery tags one worker holds (its ledger, a set)."""
     return _deployment(queue) + f"held:{worker_id}"

@@ -13,6 +13,8 @@ from rich.text import Text
 
 from jury._version import runtime_versions
 from jury.api import Batch, PreparedBatch, attach, new_batch_id, prepare
+from jury.broker.census import WorkerWindow, worker_windows
+from jury.broker.redis_client import BrokerRedis
 from jury.cli.common import (
     FAIL_ON_DEGRADED,
     display_mode,
@@ -198,11 +200,44 @@ def status(
             "versions": runtime_versions(),
         }
         record["provider_batches"] = provider_batches_json(batch.sessions, batch_id)
+        windows = _windows(batch)
+        record["workers"] = None if windows is None else [vars(w) for w in windows]
         click.echo(json.dumps(record))
         return
     console = make_console()
-    print_progress(batch.sessions, batch_id, console)
+    progress = print_progress(batch.sessions, batch_id, console)
+    if not progress.finished and (line := windows_line(_windows(batch))):
+        console.print(line, markup=False, highlight=False)
     print_provider_batches(batch.sessions, batch_id, console)
+
+
+def _windows(batch: Batch) -> list[WorkerWindow] | None:
+    """The live workers' windows, as their heartbeats published them; None when Redis cannot
+    be asked (the status is the store's: it is shown anyway)."""
+    try:
+        broker = BrokerRedis.from_settings(batch.settings, socket_timeout=2)
+    except JuryError:
+        return None
+    try:
+        return worker_windows(broker, batch.settings)
+    except Exception:
+        return None
+    finally:
+        broker.close()
+
+
+def windows_line(windows: list[WorkerWindow] | None) -> str | None:
+    """`workers: 2 alive, windows 2,048 and 1,536 of 4,096, 3,410 tasks in flight`."""
+    if not windows:  # Redis not asked, or no live worker (`jury status --watch` says so)
+        return None
+    sizes = [f"{w.window:,}" for w in windows]
+    listed = sizes[0] if len(sizes) == 1 else ", ".join(sizes[:-1]) + " and " + sizes[-1]
+    ceilings = sorted({f"{w.ceiling:,}" for w in windows})
+    in_flight = sum(w.in_flight for w in windows)
+    return (
+        f"workers: {len(windows)} alive, window{'s' if len(windows) > 1 else ''} {listed} "
+        f"of {' / '.join(ceilings)}, {in_flight:,} tasks in flight"
+    )
 
 
 @click.command()

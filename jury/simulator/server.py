@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import json
 import os
+import resource
 import signal
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -44,6 +45,10 @@ from jury.simulator.writing import written_answer
 MAX_REQUEST_BYTES = 32 * 1024 * 1024
 # Hung requests should not hold up a shutdown for long.
 SHUTDOWN_TIMEOUT_S = 1.0
+# Connections waiting to be accepted (the kernel caps it at net.core.somaxconn): thousands of
+# calls from workers whose windows open at once (aiohttp's default, 128, dropped their SYNs,
+# and each dropped one was retried a second or more later).
+LISTEN_BACKLOG = 4096
 UNPARSED_MODEL = "(invalid request)"
 
 
@@ -343,12 +348,22 @@ def _url_host(host: str) -> str:
     return f"[{host}]" if ":" in host else host
 
 
+def _open_files_to_hard_limit() -> None:
+    """A connection is a file: raise the soft limit to the hard one (1024, a common soft
+    default, is fewer than one worker's calls in flight against a slow judge)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != hard:
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+
 async def serve(config: SimulatorConfig, stop: asyncio.Event | None = None) -> None:
     """Serve until `stop` is set or SIGINT/SIGTERM arrives, then shut down cleanly."""
+    _open_files_to_hard_limit()
     runner = web.AppRunner(create_app(config), shutdown_timeout=SHUTDOWN_TIMEOUT_S)
     await runner.setup()
     try:
-        site = web.TCPSite(runner, config.host, config.port)
+        site = web.TCPSite(runner, config.host, config.port, backlog=LISTEN_BACKLOG)
         await site.start()
         # With port 0 the OS chose; a host with several addresses reports its first one.
         port = int(runner.addresses[0][1])

@@ -110,7 +110,7 @@ def run_worker(settings: Settings, argv: list[str], supervised: bool = False) ->
         # would make two of them one worker to Flower and to remote control).
         f"--hostname=jury-{os.getpid()}@%h",
         f"--pool={pool}",
-        f"--concurrency={settings.worker_concurrency}",
+        f"--concurrency={settings.pool_size}",
         f"--queues={','.join(settings.all_queues)}",
         "--loglevel=INFO",
         "--without-gossip",

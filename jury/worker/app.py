@@ -25,7 +25,9 @@ from jury.errors import JuryError
 from jury.settings import ENGINE_POOL, Settings
 from jury.worker.engine.housekeeping import Housekeeper
 from jury.worker.engine.liveness import HeldMessages
+from jury.worker.engine.pool import EnginePool, open_files_for
 from jury.worker.engine.queues import BrokerQueues
+from jury.worker.engine.window import WindowLimits
 from jury.worker.metrics.serving import serve_worker_metrics
 from jury.worker.runtime import WorkerRuntime
 from jury.worker.tasks import register_tasks
@@ -76,8 +78,25 @@ def create_worker_app(settings: Settings) -> Celery:
     held = _ledger() if settings.worker_pool == ENGINE_POOL else None
     housekeeper = Housekeeper(runtime, held)
 
-    def start_housekeeping(**_: object) -> None:
+    def start_housekeeping(sender: Any = None, **_: object) -> None:
+        # Celery sends worker_ready from its consumer (celery/apps/worker.py,
+        # on_consumer_ready), whose pool is the engine's when jury's pool runs.
         housekeeper.start()
+        pool = getattr(sender, "pool", None)
+        if not isinstance(pool, EnginePool):
+            return
+        try:
+            limits = WindowLimits.of(
+                open_files_for(settings.worker_concurrency),
+                settings.worker_window,
+                settings.worker_memory_mb * 2**20,
+            )
+            adapter = pool.adapt_window(sender, limits, runtime().loop.loop)
+        except Exception:  # the worker runs on at Celery's prefetch count, its ceiling
+            log.exception("the window of tasks in flight cannot adapt")
+            return
+        if held is not None:
+            held.window_report = adapter.report
 
     def stop_housekeeping(**_: object) -> None:
         # A warm shutdown ends in one line, whatever it meets (Redis gone, the store locked).

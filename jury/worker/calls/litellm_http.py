@@ -8,16 +8,32 @@ Imported by llm_client only (it imports LiteLLM's HTTP handler).
 from __future__ import annotations
 
 import functools
+import os
 import ssl
 from typing import Any
 
 import httpx
 import litellm
+from litellm.llms.custom_httpx import http_handler
 from litellm.llms.custom_httpx.http_handler import AsyncHTTPHandler
 from litellm.llms.openai.common_utils import BaseOpenAILLM
 
 from jury.worker.calls.guarded_transport import GuardedTransport
 from jury.worker.calls.send_wait import at_http_send
+
+# No cap on connections: the worker's window (JURY_WORKER_CONCURRENCY at most) bounds the calls.
+# httpx's default pool holds 100 connections, and LiteLLM's aiohttp transport 1,000 and 500 per
+# host (AIOHTTP_CONNECTOR_LIMIT, AIOHTTP_CONNECTOR_LIMIT_PER_HOST in litellm/constants.py,
+# read at import and looked up by `create_aiohttp_transport` when it builds a connector): a
+# window of thousands against one slow provider would queue behind them.
+UNBOUNDED = httpx.Limits(max_connections=None, max_keepalive_connections=None)
+
+
+def _unbounded_connectors() -> None:
+    """LiteLLM's aiohttp connectors without a cap, unless the operator set one."""
+    for name in ("AIOHTTP_CONNECTOR_LIMIT", "AIOHTTP_CONNECTOR_LIMIT_PER_HOST"):
+        if name not in os.environ:
+            setattr(http_handler, name, 0)
 
 
 def _guarded_transports() -> None:
@@ -41,7 +57,7 @@ def _guarded_transports() -> None:
             verify: ssl.SSLContext | bool = (
                 ssl_context if ssl_context is not None else ssl_verify is not False
             )
-            inner = httpx.AsyncHTTPTransport(verify=verify)
+            inner = httpx.AsyncHTTPTransport(verify=verify, limits=UNBOUNDED)
         return GuardedTransport(inner)
 
     AsyncHTTPHandler.create_async_transport = staticmethod(guarded)  # type: ignore[assignment]
@@ -58,6 +74,7 @@ def install_send_hook() -> None:
     transport, which follows the running event loop), guarded, with the hook added, and
     follows no redirect (the guard refuses them anyway). Once per process, before LiteLLM
     builds and caches any client."""
+    _unbounded_connectors()
     _guarded_transports()
     if litellm.aclient_session is None:
         litellm.aclient_session = BaseOpenAILLM._get_async_http_client()

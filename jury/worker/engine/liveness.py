@@ -33,6 +33,7 @@ import logging
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from jury.broker import keys as redis_keys
@@ -52,6 +53,8 @@ class HeldMessages:
         self._tags: dict[str, str] = {}  # task id -> delivery tag
         self._added: set[str] = set()
         self._removed: set[str] = set()
+        # This process's window (jury.worker.engine.pool), published with each beat.
+        self.window_report: Callable[[], dict[str, int]] | None = None
 
     def received(self, task_id: str, tag: str) -> None:
         with self._lock:
@@ -87,6 +90,7 @@ class Liveness:
         self.worker_id = f"{uuid.uuid4().hex[:12]}"
         self.heartbeats = broker.key(redis_keys.heartbeats(settings.queue))
         self.ledger = self._ledger_of(self.worker_id)
+        self.windows = broker.key(redis_keys.windows(settings.queue))
         self.queues = {broker.key(q) for q in settings.all_queues}
         self._beat = broker.client.register_script(lua("heartbeat"))
         self._restore = broker.client.register_script(lua("restore_unacked"))
@@ -107,6 +111,8 @@ class Liveness:
                 pipe.sadd(self.ledger, *added)
             if removed:
                 pipe.srem(self.ledger, *removed)
+            if self.held.window_report is not None:
+                pipe.hset(self.windows, self.worker_id, json.dumps(self.held.window_report()))
             pipe.execute()
         self._beat(keys=[self.heartbeats], args=[self.worker_id])
 
@@ -117,6 +123,7 @@ class Liveness:
         """A warm shutdown: this worker holds nothing any more."""
         with self.broker.client.pipeline() as pipe:
             pipe.zrem(self.heartbeats, self.worker_id)
+            pipe.hdel(self.windows, self.worker_id)
             pipe.delete(self.ledger)
             pipe.execute()
 
@@ -134,6 +141,7 @@ class Liveness:
             tags = [as_text(t) for t in client.smembers(ledger)]
             count = sum(self._give_back(tag) for tag in tags)
             client.delete(ledger)
+            client.hdel(self.windows, dead)
             client.zrem(self.heartbeats, dead)
             if count:
                 log.warning("worker %s went silent: %d of its tasks are queued again", dead, count)
