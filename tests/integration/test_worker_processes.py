@@ -80,6 +80,7 @@ def test_forked_workers_share_a_batch_and_survive_a_kill(tmp_path: Path, redis_u
         slow.stop()
 
 
+@pytest.mark.slow  # half a minute of two workers' start; the restart rules have unit tests
 def test_a_worker_that_cannot_start_stops_the_others(tmp_path: Path, redis_url: str) -> None:
     """A child that fails at its start (here: a database it cannot open) fails the same way
     again: the parent stops the other and exits with its status, instead of forking in a loop."""
