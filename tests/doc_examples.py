@@ -12,7 +12,7 @@ What the runner does to a line before running it, and nothing more:
 - `export NAME=VALUE` sets NAME for the page's later lines.
 - A line ending in `&` runs in the background until the page ends (if it has a `--port`, the
   next foreground line waits until that port answers), then stops with its process group. It
-  must still be running then (or have exited 0), and neither it nor a foreground line may
+  must not exit with an error code, then or before, and neither it nor a foreground line may
   print a traceback.
 - A foreground line must exit 0, or N where its comment says `exits N`.
 A failure names the page, the block and the line."""
@@ -251,14 +251,15 @@ class PageRun:
             except AssertionError as never:
                 problems.append(str(never))
         for started in reversed(self.background):
-            code = started.process.poll()
             _stop_group(started.process)
             said = started.log.read_text(errors="replace")
-            if code not in (None, 0):
-                problems.append(f"{started.line.where()} exited {code} early:\n{said[-3000:]}")
+            # Ended by our signal (a negative code) or well (0): an exit of its own with an
+            # error, before the page ended or when asked to stop, is not.
+            code = started.process.returncode
+            if code > 0:
+                problems.append(f"{started.line.where()} exited {code}:\n{said[-3000:]}")
             elif TRACEBACK in said:
                 problems.append(f"{started.line.where()} printed:\n{said[-3000:]}")
-        self.background.clear()
         assert not problems, "\n".join(problems)
 
 

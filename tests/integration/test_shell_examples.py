@@ -8,7 +8,9 @@ stopped at the end, every line exiting 0 with no traceback."""
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -20,7 +22,7 @@ from jury.local.services import ManagedProcess
 from jury.settings import Settings
 from tests import examples_stack
 from tests.conftest import ROOT
-from tests.doc_examples import PageRun, free_ports, marked_examples, page_lines, run_page
+from tests.doc_examples import Line, PageRun, free_ports, marked_examples, page_lines, run_page
 from tests.examples_stack import example_env, stack_settings
 from tests.integration.test_docs import README
 
@@ -44,6 +46,55 @@ def test_the_pages_mark_their_shell_examples() -> None:
         for line in page_lines(name, page.read_text()):
             # A usage synopsis (`[--missing-only]`, `FILE…`) is not a command one can type.
             assert not re.search(r"\[-|…|\.\.\.", line.command), line.where()
+
+
+def _page(*commands: str) -> list[Line]:
+    block = "\n".join(commands)
+    return page_lines("page.md", f"<!-- example: runs -->\n```sh\n{block}\n```\n")
+
+
+def _run(tmp_path: Path, lines: list[Line]) -> PageRun:
+    run = PageRun(tmp_path, dict(os.environ), lambda batch_id: "q1", tmp_path, free_ports(lines))
+    run_page(lines, run)
+    return run
+
+
+def test_the_runner_names_the_line_that_failed_and_stops_what_the_page_started(
+    tmp_path: Path,
+) -> None:
+    lines = _page(
+        "sleep 60 &",
+        "export GREETING='hello there'",
+        'test "$GREETING" = "hello there"',
+        "false                    # exits 1",
+        "exit 3",
+    )
+    run = PageRun(tmp_path, dict(os.environ), lambda batch_id: "q1", tmp_path)
+    with pytest.raises(AssertionError, match=r"page.md, block 1, line 5: `exit 3` exited 3, not 0"):
+        run_page(lines, run)
+    assert [line.number for line, _ in run.took] == [1, 2, 3, 4]  # up to the failure
+    (sleeper,) = run.background
+    assert sleeper.process.returncode == -signal.SIGTERM  # stopped: no stray process
+
+
+@pytest.mark.parametrize(
+    ("commands", "message"),
+    [
+        (
+            # deaf to our SIGTERM once `started` exists: it exits 4 of its own, always
+            ("sh -c 'trap \"\" TERM; touch started; exit 4' &", "until [ -e started ]; do :; done"),
+            r"line 1: `sh -c .*` exited 4",
+        ),
+        (("echo 'Traceback (most recent call last):'",), r"line 1: `echo .*` printed"),
+        (("jury show <batch-id>",), r"line 1: `jury show <batch-id>`: nothing earlier gives"),
+        (("sleep 60 --port 8011 &",), r"line 1: `sleep 60 --port \d+` never listened"),
+    ],
+)
+def test_the_runner_fails_a_page_that_does_not_run_as_written(
+    tmp_path: Path, commands: tuple[str, ...], message: str
+) -> None:
+    with pytest.raises(AssertionError, match=message):
+        _run(tmp_path, _page(*commands))
 
 
 def _item_of(settings: Settings) -> Callable[[str], str]:
