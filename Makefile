@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 
-.PHONY: demo test test-metrics test-slow lint docs bench-ratelimit bench-faults bench-throughput bench-scaling bench-stability bench-modes bench-cache bench-memory bench-trust bench-concurrency bench-batchapi test-real bench-real clean
+.PHONY: demo test test-wheel test-metrics test-slow lint docs bench-ratelimit bench-faults bench-throughput bench-scaling bench-stability bench-modes bench-cache bench-memory bench-trust bench-concurrency bench-batchapi test-real bench-real clean
 
 $(STAMP): requirements.lock pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -23,6 +23,33 @@ demo: $(STAMP)
 TEST_PROCESSES ?= 3
 test: $(STAMP) lint
 	$(BIN)/python -m pytest -q -m "not prometheus" $(if $(filter 0,$(TEST_PROCESSES)),,-n $(TEST_PROCESSES) --dist loadfile)
+
+# The examples `make test` runs from the checkout (tests/integration/test_examples.py and
+# test_shell_examples.py: README.md's, docs/running.md's, docs/python-api.md's), run by a wheel
+# installed outside the repository. The wheel is built as the README says (with .venv's own
+# setuptools: offline) and installed, its dependencies pinned by requirements.lock, into a virtual
+# environment under WHEEL_HOME, made again when the lock or pyproject.toml changes: its first
+# run installs from the package index, later ones only the new wheel. Not part of `make test`.
+WHEEL_HOME ?= $(HOME)/.cache/jury-test-wheel
+WHEEL_VENV := $(WHEEL_HOME)/venv
+WHEEL_STAMP := $(WHEEL_VENV)/.installed
+PIP_QUIET := --quiet --disable-pip-version-check
+
+$(WHEEL_STAMP): requirements.lock pyproject.toml | $(STAMP)
+	rm -rf $(WHEEL_VENV) $(WHEEL_HOME)/dist
+	$(BIN)/python -m pip wheel $(PIP_QUIET) . --no-deps --no-build-isolation -w $(WHEEL_HOME)/dist
+	$(PYTHON) -m venv $(WHEEL_VENV)
+	$(WHEEL_VENV)/bin/python -m pip install $(PIP_QUIET) -c requirements.lock \
+		"$$(ls $(WHEEL_HOME)/dist/jury_panel-*.whl)[pandas]"
+	touch $(WHEEL_STAMP)
+
+test-wheel: $(WHEEL_STAMP)
+	rm -rf $(WHEEL_HOME)/dist
+	$(BIN)/python -m pip wheel $(PIP_QUIET) . --no-deps --no-build-isolation -w $(WHEEL_HOME)/dist
+	$(WHEEL_VENV)/bin/python -m pip install $(PIP_QUIET) --no-deps --force-reinstall \
+		$(WHEEL_HOME)/dist/jury_panel-*.whl
+	JURY_EXAMPLES_BIN=$(WHEEL_VENV)/bin $(BIN)/python -m pytest -q \
+		tests/integration/test_examples.py tests/integration/test_shell_examples.py
 
 # A real Prometheus (Debian's `prometheus` package) scraping a worker and `jury exporter`
 # through a batch: kept out of `make test` for its five minutes; .ci/run runs it after.

@@ -1,7 +1,7 @@
 """The documentation: a short README whose every link resolves, an MkDocs site that builds
 offline with --strict, a CLI reference generated from the commands and up to date, no
-reference to files outside the repository, and examples marked as running (RUNS_MARK, run by
-test_examples.py) that are well-formed."""
+reference to files outside the repository, and examples marked as running (RUNS_MARK of
+tests/doc_examples.py, run by test_examples.py) that are well-formed."""
 
 from __future__ import annotations
 
@@ -12,24 +12,15 @@ from pathlib import Path
 
 from jury.cli.reference import reference
 from tests.conftest import ROOT
+from tests.doc_examples import RUNS_MARK
 
 README = ROOT / "README.md"
-# Put on the line before a fenced code block, this says the block runs as written; the
-# blocks so marked are run by tests/integration/test_examples.py. Invisible on GitHub and in
-# the site (an HTML comment).
-RUNS_MARK = "<!-- example: runs -->"
 # Markdown links and images: [text](target) — not inside code.
 LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")
 
 
 def _outside_code(text: str) -> str:
     return re.sub(r"```.*?```", "", text, flags=re.S)
-
-
-def marked_examples(page: Path, language: str) -> list[str]:
-    """The code of each block of `language` that RUNS_MARK marks as running, in page order."""
-    pattern = re.escape(RUNS_MARK) + r"\n```" + re.escape(language) + r"\n(.*?)^```"
-    return re.findall(pattern, page.read_text(), flags=re.S | re.M)
 
 
 def test_every_runs_mark_is_on_the_line_before_a_code_block() -> None:
