@@ -11,7 +11,7 @@ from pathlib import Path
 
 import click
 
-from jury.cli.main import jury
+from jury.cli.main import COMMANDS, jury
 
 HEADER = """\
 # CLI reference
@@ -64,10 +64,13 @@ def _simulator_help() -> str:
 
 
 def reference() -> str:
-    """The whole page, commands in the order `jury --help` lists them."""
+    """The whole page, commands in the order of jury.cli.main.COMMANDS."""
     assert isinstance(jury, click.Group)
     lines = [HEADER]
-    for name, command in jury.commands.items():
+    context = click.Context(jury, info_name="jury")
+    for name in COMMANDS:
+        command = jury.get_command(context, name)
+        assert command is not None
         lines += _command(name, command)
         if name == "simulate":
             lines += ["```", _simulator_help(), "```", ""]
