@@ -20,32 +20,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-import psutil
 import redis
 
 from bench.common import worker_env
+from bench.footprint import tree_cpu_s
 from jury.local.services import ManagedProcess, start_embedded_redis, start_worker, wait_for
 from jury.producer.publishing import create_producer_app
 from jury.settings import Settings
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-
-
-def tree_cpu_s(pid: int) -> float:
-    """CPU seconds (user + system) of a process and its live children."""
-    total = 0.0
-    try:
-        root = psutil.Process(pid)
-        processes = [root, *root.children(recursive=True)]
-    except psutil.NoSuchProcess:
-        return 0.0
-    for process in processes:
-        try:
-            times = process.cpu_times()
-        except psutil.NoSuchProcess:
-            continue
-        total += times.user + times.system
-    return total
 
 
 def command_counts(client: redis.Redis) -> dict[str, int]:

@@ -45,16 +45,19 @@ from bench.arrivals import (
     where_quota_went,
 )
 from bench.asyncio_baseline import plain_call
-from bench.common import figure, local_stack, print_runs, simulator_stats
-from jury.batchfile.loading import load_batch
+from bench.common import figure, local_stack, print_runs, simulator_stats, worker_env
+from bench.footprint import Footprint, RedisCommands, wait_cpu_s
 from jury.local.services import ManagedProcess, start_simulator, wait_for
-from jury.producer.submission import submit_batch
+from jury.producer.submission import new_batch_id
 from jury.settings import Settings
 from jury.store.engine import session_factory
 from jury.store.models import SampleRow
 from jury.store.repository import batch_status
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+# `jury submit`, as a user types it: the console script beside this interpreter.
+JURY_COMMAND = [str(Path(sys.executable).with_name("jury"))]
 
 MODELS = {"balanced@fast": 1200, "lenient@mid": 600, "strict@slow": 300}
 LATENCY = ["--latency-ms", "400", "--latency-sigma", "0.2"]
@@ -74,7 +77,9 @@ def ideal_makespan(items: int, n: dict[str, int]) -> float:
     return max(cells * n[m] / rpm * 60 for m, rpm in MODELS.items())
 
 
-def write_batch(folder: Path, api_base: str, items: int, n: dict[str, int]) -> Path:
+def write_batch(
+    folder: Path, api_base: str, items: int, n: dict[str, int], quota: bool = True
+) -> Path:
     (folder / "items.jsonl").write_text(
         "".join(
             json.dumps({"id": f"i{i}", "input": f"Question {i}?", "output": f"Answer {i}. " * 10})
@@ -83,7 +88,9 @@ def write_batch(folder: Path, api_base: str, items: int, n: dict[str, int]) -> P
         )
     )
     judges = ", ".join(
-        f"{{model: 'openai/{m}', n: {n[m]}, rpm: {MODELS[m]}, api_base: '{api_base}'}}"
+        f"{{model: 'openai/{m}', n: {n[m]}, "
+        + (f"rpm: {MODELS[m]}, " if quota else "")
+        + f"api_base: '{api_base}'}}"
         for m in MODELS
     )
     path = folder / "batch.yaml"
@@ -160,31 +167,53 @@ def cpu_hog(on: bool) -> Iterator[None]:
             hog.wait()
 
 
-def run_jury(folder: Path, workers: int, args: argparse.Namespace) -> dict[str, Any]:
+def run_jury(
+    folder: Path, workers: int, args: argparse.Namespace, quota: bool = True
+) -> dict[str, Any]:
+    """A run of jury with `workers` workers; without `quota`, the same batch against a provider
+    with no limit (the unthrottled figure its CPU per judgment is set against)."""
     items, n = plan(args.minutes)
-    label = f"jury-{workers}w"
+    label = f"jury-{workers}w" if quota else f"jury-{workers}w-free"
     with local_stack(
         folder / label,
         label,
-        LATENCY + _limits(),
+        LATENCY + (_limits() if quota else []),
         workers,
         worker_concurrency=args.concurrency,
         rate_horizon_s=args.horizon,
         rate_margin=args.margin,
     ) as stack:
         sessions = session_factory(stack.settings.database_url)
-        batch = write_batch(folder / label, stack.simulator.url, items, n)
+        batch = write_batch(folder / label, stack.simulator.url, items, n, quota)
         as_a_remote_provider(stack.simulator)
         provider_port = urllib.parse.urlsplit(stack.simulator.url).port or 80
+        processes = {f"worker-{i}": w.process.pid for i, w in enumerate(stack.workers)}
+        footprint = Footprint({**processes, "redis": stack.redis.process.pid})
         with cpu_hog(args.hog), watching_ports(stack.workers, provider_port) as owners:
             provider_clock = simulator_stats(stack.simulator)["uptime_s"]
+            commands = RedisCommands(stack.redis.url)
+            footprint.start()
+            # The makespan starts with `jury submit` itself: its start-up counts.
             started = time.monotonic()
-            batch_id = submit_batch(load_batch(batch), sessions, stack.app)
+            batch_id = new_batch_id()
+            submitting = subprocess.Popen(
+                [*JURY_COMMAND, "submit", "-q", "--batch-id", batch_id, str(batch)],
+                env=worker_env(stack.settings),
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+            )
+            footprint.add("producer", submitting.pid)
+            footprint.ended("producer", wait_cpu_s(submitting))
             submitted_s = time.monotonic() - started
+            if submitting.returncode != 0:
+                assert submitting.stderr is not None
+                raise RuntimeError(f"jury submit failed: {submitting.stderr.read().decode()}")
             wait_for(
                 lambda: batch_status(sessions, batch_id).status.finished, 1800, "the batch", 0.2
             )
             makespan = time.monotonic() - started
+            spent = footprint.stop()
+            redis_commands = commands.since()
         stats = simulator_stats(stack.simulator)
         lost = where_quota_went(fetch_arrivals(stack.simulator), owners, workers, provider_clock)
         with sessions() as session:
@@ -192,6 +221,14 @@ def run_jury(folder: Path, workers: int, args: argparse.Namespace) -> dict[str, 
                 select(func.coalesce(func.sum(SampleRow.attempts - 1), 0)).where(
                     SampleRow.batch_id == batch_id
                 )
+            )
+            judgments = int(
+                session.scalar(
+                    select(func.count())
+                    .select_from(SampleRow)
+                    .where(SampleRow.batch_id == batch_id)
+                )
+                or 0
             )
         logs = [w.log_tail(10**7) for w in stack.workers]
         deferrals = sum(log.count("parking the task") for log in logs)
@@ -201,11 +238,36 @@ def run_jury(folder: Path, workers: int, args: argparse.Namespace) -> dict[str, 
         ran = [len(re.findall(r"judge_sample\[[^]]*\] succeeded", log)) for log in logs]
         return {
             **row,
+            "quota": quota,
+            "workers": workers,
             "submit_s": round(submitted_s, 2),
             **started_at,
             "tasks_per_worker": ran,
             "quota_lost": lost,
+            "judgments": judgments,
+            **spent,
+            "cpu_ms_per_judgment": (
+                round(1000 * spent["cpu_s_total"] / judgments, 2) if judgments else None
+            ),
+            "redis_commands_per_judgment": (
+                round(sum(redis_commands.values()) / judgments, 1) if judgments else None
+            ),
+            "redis_commands": redis_commands,
         }
+
+
+def with_unthrottled(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Beside each throttled jury run, the CPU per judgment of the unthrottled run with as many
+    workers in this invocation, and the ratio of the two."""
+    free = {r["workers"]: r for r in rows if r.get("quota") is False}
+    for row in rows:
+        other = free.get(row.get("workers")) if row.get("quota") else None
+        if other and other.get("cpu_ms_per_judgment") and row.get("cpu_ms_per_judgment"):
+            row["unthrottled_cpu_ms_per_judgment"] = other["cpu_ms_per_judgment"]
+            row["cpu_ratio_to_unthrottled"] = round(
+                row["cpu_ms_per_judgment"] / other["cpu_ms_per_judgment"], 2
+            )
+    return rows
 
 
 def _start_and_end(stats: dict[str, Any], submitted: float, makespan: float) -> dict[str, float]:
@@ -311,7 +373,11 @@ def run_baseline(folder: Path, args: argparse.Namespace) -> dict[str, Any]:
 def print_table(rows: list[dict[str, Any]]) -> None:
     columns = ["makespan_s", "ideal_s", "ratio", "requests", "share_429", "retries", "deferrals"]
     columns += ["submit_s", "to_first_request_s", "to_first_answer_s", "after_last_answer_s"]
+    columns += ["judgments", "cpu_ms_per_judgment", "unthrottled_cpu_ms_per_judgment"]
+    columns += ["cpu_ratio_to_unthrottled", "redis_commands_per_judgment", "peak_pss_mb_sum"]
     lines = [(column, figure(column)) for column in columns]
+    lines += [(f"CPU s {name}", _spent("cpu_s", name)) for name in _names(rows)]
+    lines += [(f"peak PSS MB {name}", _spent("peak_pss_mb", name)) for name in _names(rows)]
     lines += [(f"util {model}", _model_figure(model, "utilisation")) for model in MODELS]
     lines += [
         (f"use answering {model}", _model_figure(model, "use_while_answering")) for model in MODELS
@@ -328,6 +394,15 @@ def print_table(rows: list[dict[str, Any]]) -> None:
 
 def _model_figure(model: str, name: str) -> Callable[[dict[str, Any]], object]:
     return lambda row: row["models"][model][name]
+
+
+def _names(rows: list[dict[str, Any]]) -> list[str]:
+    """The processes measured in any run (workers, producer, redis), in a stable order."""
+    return sorted({name for row in rows for name in row.get("cpu_s", {})})
+
+
+def _spent(kind: str, name: str) -> Callable[[dict[str, Any]], object]:
+    return lambda row: row.get(kind, {}).get(name, "-")
 
 
 def main() -> None:
@@ -354,18 +429,21 @@ def main() -> None:
     )
     parser.add_argument(
         "--runs",
-        default="jury-2,baseline,jury-4",
-        help="which runs, in order (jury-N for N workers, baseline)",
+        default="jury-2-free,jury-2,baseline,jury-4-free,jury-4",
+        help="which runs, in order (jury-N for N workers, jury-N-free for the same batch "
+        "against a provider without quota, baseline)",
     )
     args = parser.parse_args()
     RATE_WINDOW[0] = args.rate_window
     with tempfile.TemporaryDirectory(prefix="jury-bench-") as tmp:
-        rows = [
-            run_baseline(Path(tmp) / "baseline", args)
-            if run == "baseline"
-            else run_jury(Path(tmp), int(run.split("-")[1]), args)
-            for run in args.runs.split(",")
-        ]
+        rows = with_unthrottled(
+            [
+                run_baseline(Path(tmp) / "baseline", args)
+                if run == "baseline"
+                else run_jury(Path(tmp), int(run.split("-")[1]), args, not run.endswith("-free"))
+                for run in args.runs.split(",")
+            ]
+        )
     print_table(rows)
     print(
         json.dumps(
@@ -374,6 +452,7 @@ def main() -> None:
                 "minutes": args.minutes,
                 "rate_window_s": float(args.rate_window),
                 "cpu_hog": args.hog,
+                "load_avg": os.getloadavg(),
                 "runs": rows,
             }
         )

@@ -36,6 +36,13 @@ from jury.broker.scripts import lua
 
 # Moved per round trip: enough for thousands of tasks a second, small enough to stay quick.
 RELEASE_BATCH = 500
+# A release moves the messages due within this long too. A rate-limited judge's tasks are
+# parked a slot apart (producer.pacing), and half a horizon before their slot: released one
+# by one, each was delivered, prepared and stored alone, and a throttled judgment cost
+# several times an unthrottled one's CPU (bench/ratelimit); released a moment early and
+# together, they share their delivery's round trip and their store groups, then wait for
+# their reserved slots on the worker's event loop.
+RELEASE_AHEAD_S = 0.5
 
 
 class DueSignal:
@@ -118,13 +125,14 @@ class Parking:
         """Move every parked message that is due back to its queue; returns how many."""
         return self.release().moved
 
-    def release(self) -> Released:
-        """Move every parked message that is due back to its queue, and say when the next one
-        is due and whether any model has a waiting line: one round trip when little is due."""
+    def release(self, ahead_s: float = 0.0) -> Released:
+        """Move every parked message that is due (or due within `ahead_s`) back to its queue,
+        and say when the next one is due and whether any model has a waiting line: one round
+        trip when little is due."""
         moved = 0
         while True:
             count, next_in_ms, lines = self._release(
-                keys=[self.key, self.lines_key], args=[RELEASE_BATCH]
+                keys=[self.key, self.lines_key], args=[RELEASE_BATCH, int(ahead_s * 1000)]
             )
             moved += int(count)
             if int(count) < RELEASE_BATCH:

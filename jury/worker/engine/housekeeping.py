@@ -28,7 +28,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from jury.broker.parking import PARKED_HERE, Parking, Released
+from jury.broker.parking import PARKED_HERE, RELEASE_AHEAD_S, Parking, Released
 from jury.broker.redis_client import log_step_failure, outage
 from jury.worker.calls.provider_batches import ProviderBatches
 from jury.worker.engine.liveness import HeldMessages, Liveness
@@ -74,7 +74,9 @@ class Housekeeper(threading.Thread):
         while not self.stopped.is_set():
             now = time.monotonic()
             if now >= due["parked"]:
-                released = self._step("moving parked tasks", parking.release)
+                released = self._step(
+                    "moving parked tasks", lambda: parking.release(RELEASE_AHEAD_S)
+                )
                 due["parked"] = now + _next_look(released)
                 if isinstance(released, Released):
                     lines = released.lines
