@@ -148,19 +148,22 @@ def test_garbage_answers_are_retried_then_reported(tmp_path: Path) -> None:
 
 
 class GateThatMakesTheCallWait(MemoryRateLimiter):
-    """The in-memory limiter on the real clock: every slot is free, and the send gate records
-    the send 1.5 s ahead (the call sleeps until then), recording the pass."""
+    """The in-memory limiter on the real clock: every slot is free, and the send gate makes
+    the call wait twice 0.75 s before letting it pass, recording the pass."""
 
     def __init__(self, events: list[str]) -> None:
         super().__init__(2.5)
         self.events = events
+        self.gaps = [0.75, 0.75]
 
     def reserve(self, key: str, limits: Limits, tokens: int, token: str) -> Permit:
         return Permit(Outcome.GRANTED, 0.0, token)
 
     def send_gate(self, key: str, limits: Limits) -> float:
+        if self.gaps:
+            return self.gaps.pop()
         self.events.append("send gate passed")
-        return 1.5
+        return 0.0
 
 
 class PreCallLog(CustomLogger):

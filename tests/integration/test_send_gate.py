@@ -31,17 +31,16 @@ from tests.integration.test_ratelimit import SpentReply
 
 def test_the_send_gate_spaces_sends(limiter: RateLimiter) -> None:
     """Sends leave at least SEND_SPACING of an rpm interval apart, cluster-wide: a call that
-    woke late does not leave together with the next one. Each ask records a send, at the
-    earliest time the rule allows: the caller sleeps until then and sends."""
+    woke late does not leave together with the next one."""
     limits = Limits(rpm=600)  # 100 ms apart
 
-    def spaced(ahead: float) -> bool:  # Redis' clock moves on between two calls
-        return ahead - 0.03 < limiter.send_gate("m", limits) <= ahead + 0.001
+    def spaced(spacing: float) -> bool:  # Redis' clock moves on between two calls
+        return spacing - 0.03 < limiter.send_gate("m", limits) <= spacing + 0.001
 
     assert limiter.send_gate("m", limits) == 0.0
     assert spaced(0.1 * SEND_SPACING)
     limiter.slow_down("m", 0.8)  # the pace widens the spacing too
-    assert spaced(0.1 * SEND_SPACING + 0.1 * SEND_SPACING / 0.8)  # after the one reserved
+    assert spaced(0.1 * SEND_SPACING / 0.8)
     assert limiter.send_gate("m", Limits()) == 0.0  # no rpm: no gate
 
 
@@ -52,12 +51,12 @@ def test_no_second_holds_more_sends_than_its_quota(limiter: RateLimiter) -> None
     limits = Limits(rpm=1200)  # 20 a second, 50 ms apart
     clock = getattr(limiter, "clock", None)
 
-    def recorded(wait: float) -> float:
+    def recorded() -> float:
         """When the gate recorded the send it just let through: on the fake clock, or, in
         Redis, the record itself (Redis' clock, to the millisecond). Timed on this test's
         clock instead, a reply read late on a busy machine looked like a bunched send."""
         if isinstance(clock, FakeClock):
-            return clock() + wait
+            return clock()
         assert isinstance(limiter, RedisRateLimiter)
         # the client does not decode responses: the record is there, as bytes
         record = cast(bytes, limiter.client.lindex(model_keys(limiter.prefix, "m").sends, 0))
@@ -66,8 +65,9 @@ def test_no_second_holds_more_sends_than_its_quota(limiter: RateLimiter) -> None
     sent: list[float] = []
     while len(sent) < 30:
         wait = limiter.send_gate("m", limits)
-        sent.append(recorded(wait))
-        if isinstance(clock, FakeClock):
+        if wait <= 0:
+            sent.append(recorded())
+        elif isinstance(clock, FakeClock):
             clock.now += wait
         else:
             time.sleep(wait)  # the gate's own wait, as a worker sleeps it
@@ -101,7 +101,8 @@ def test_a_late_send_is_moved_among_thousands(redis_limiter: RedisRateLimiter) -
     client.rpush(sends, *range(long_ago, long_ago - 9_000, -1))
     assert limiter.send_gate("m", limits) == 0.0
     limiter.sent("m")  # on time: the quickest
-    time.sleep(limiter.send_gate("m", limits))  # the gate's own wait, as a worker sleeps it
+    while (wait := limiter.send_gate("m", limits)) > 0:
+        time.sleep(wait)  # the gate's own wait, as a worker sleeps it
     time.sleep(0.040)  # the worker, busy before the request leaves (not a synchronisation)
     limiter.sent("m")
     latest = [int(sent) for sent in client.lrange(sends, 0, 1)]
@@ -170,8 +171,8 @@ class CountingGate(MemoryRateLimiter):
 
 def test_late_calls_take_turns_at_the_send_gate() -> None:
     """Twenty calls that woke late for their slots reach the send gate together: they leave
-    one gate interval apart, and only one at a time asks the gate, so the gate is asked once
-    per call, not once per waiting call at every send."""
+    one gate interval apart, and only one at a time asks the gate, so the gate is asked about
+    twice per call, not once per waiting call at every send."""
     limiter = CountingGate(HORIZON)
     judge = Judge(model="openai/x", rpm=6000)  # a send every 9 ms at the gate
     sent: list[float] = []
@@ -187,5 +188,5 @@ def test_late_calls_take_turns_at_the_send_gate() -> None:
     asyncio.run(crowd())
     assert len(sent) == 20
     assert max(sent) - min(sent) >= 19 * 0.009 * 0.9  # spaced, not sent at once
-    assert limiter.gate_asks == 20
+    assert limiter.gate_asks <= 3 * 20
     assert limiter.left == [rate_key(judge)] * 20  # each send's leaving told to the limiter

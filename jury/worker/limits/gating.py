@@ -64,10 +64,9 @@ _GATE_TURNS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, asyn
 
 @asynccontextmanager
 async def gate_turn(key: str) -> AsyncIterator[None]:
-    """One task per process and model is at the send gate at a time (asks it, then sleeps
-    until its recorded send), the others queue behind it in order: the limiter keeps one
-    send per model and process to tell `sent` about, and late calls reaching the gate
-    together would otherwise each reserve a send at once, the later ones far ahead."""
+    """One task per process and model polls the send gate at a time, the others queue behind
+    it in order: late calls reaching the gate together would otherwise all poll Redis at every
+    send, a crowd that kept the event loop so busy that every call woke later still."""
     turns = _GATE_TURNS.setdefault(asyncio.get_running_loop(), {})
     async with turns.setdefault(key, asyncio.Lock()):
         yield
@@ -250,8 +249,7 @@ class GatedCall:
 
     async def _pass_send_gate(self, key: str, limits: Limits) -> None:
         async with gate_turn(key):
-            # The gate has recorded this send `gap` ahead: sleep until then and send.
-            if (gap := self.limiter.send_gate(key, limits)) > 0:
+            while (gap := self.limiter.send_gate(key, limits)) > 0:
                 await self.sleep(gap)
             # When the request leaves: aiohttp (on Python < 3.12) writes it in a task it
             # queues after this callback, behind whatever the event loop has ready; on 3.12

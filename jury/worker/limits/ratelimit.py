@@ -81,13 +81,11 @@ class RateLimiter(Protocol):
         """A 429: no call to this model, from any worker, for `seconds`."""
 
     def send_gate(self, key: str, limits: Limits) -> float:
-        """Just before a call is sent: how long to wait before sending it (0: now), the send
-        recorded as the model's latest at that time (send_wait): SEND_SPACING of an rpm
-        interval after the model's last send, and no more than SEND_WINDOW_S of quota in any
-        SEND_WINDOW_S. The caller sleeps that long and sends, without asking again (asked
-        again after each wait, the gate cost a throttled call about three round trips). A
-        call that woke late for its slot (a busy CPU) would otherwise leave together with the
-        calls after it, and a provider counting a short window would answer 429."""
+        """Just before a call is sent: 0 (send it now, recorded as the model's latest send),
+        or how long to wait (send_wait): SEND_SPACING of an rpm interval after the model's
+        last send, and no more than SEND_WINDOW_S of quota in any SEND_WINDOW_S. A call that
+        woke late for its slot (a busy CPU) would otherwise leave together with the calls
+        after it, and a provider counting a short window would answer 429."""
 
     def sent(self, key: str) -> None:
         """The send this process last let through the gate for `key` is leaving now (its
@@ -234,12 +232,14 @@ class MemoryRateLimiter:
             return 0.0
         interval = 60 / limits.rpm * self.slack / state.pace
         stretch = sends_per_window(limits.rpm)
-        wait = max(0.0, send_wait(state.sends, now, interval, stretch))
-        state.sends.appendleft(now + wait)
+        wait = send_wait(state.sends, now, interval, stretch)
+        if wait > 0:
+            return wait
+        state.sends.appendleft(now)
         while len(state.sends) > stretch:
             state.sends.pop()
-        self._passed[key] = now + wait
-        return wait
+        self._passed[key] = now
+        return 0.0
 
     def sent(self, key: str) -> None:
         recorded = self._passed.pop(key, None)

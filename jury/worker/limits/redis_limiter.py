@@ -7,9 +7,8 @@ parks its message there (jury.broker.parking), and the call that frees a slot mo
 waiter back to its queue in the same script, so waiting for a slow local server costs no
 polling. `release_waiters` is the safety net for a line whose slot-holder died.
 
-The send gate records a send at Redis' clock, at the earliest time the rule allows
-(`send_gate`: the caller sleeps until then, without asking again); the request leaves later
-(`sent`): once the worker has read the gate's answer, and once its event loop
+The send gate records a send at Redis' clock when it lets it pass (`send_gate`); the request
+leaves later (`sent`): once the worker has read the gate's answer, and once its event loop
 has run what was ready before the request's write. A send that left late, spaced from its
 recorded time, puts the send a second's quota after it into a provider window that is full.
 So `sent` compares the recorded time with the worker's clock, and a send that left later
@@ -141,8 +140,10 @@ class RedisRateLimiter:
         wait_ms, sent_at_ms = self._gate(
             keys=[keys.sends, keys.pace], args=[interval_ms, STATE_TTL_MS, stretch, SEND_SPACING]
         )
+        if wait_ms > 0:
+            return float(wait_ms) / 1000
         self._passed[key] = int(sent_at_ms)
-        return max(0.0, float(wait_ms) / 1000)
+        return 0.0
 
     def sent(self, key: str) -> None:
         recorded_ms = self._passed.pop(key, None)
