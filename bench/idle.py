@@ -20,10 +20,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-import redis
-
 from bench.common import worker_env
-from bench.footprint import tree_cpu_s
+from bench.footprint import RedisCommands, tree_cpu_s
 from jury.local.services import ManagedProcess, start_embedded_redis, start_worker, wait_for
 from jury.producer.publishing import create_producer_app
 from jury.settings import Settings
@@ -31,31 +29,18 @@ from jury.settings import Settings
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 
-def command_counts(client: redis.Redis) -> dict[str, int]:
-    """Calls per Redis command since the server started (INFO commandstats)."""
-    stats = client.info("commandstats")
-    return {name.removeprefix("cmdstat_"): int(value["calls"]) for name, value in stats.items()}
-
-
 def measure(
     workers: list[ManagedProcess], redis_server: ManagedProcess, seconds: float
 ) -> dict[str, Any]:
-    client = redis.Redis.from_url(redis_server.url)
     before_cpu = [tree_cpu_s(w.process.pid) for w in workers]
     before_redis = tree_cpu_s(redis_server.process.pid)
-    before_cmds = command_counts(client)
+    commands = RedisCommands(redis_server.url)
     started = time.monotonic()
     time.sleep(seconds)  # the measured window itself, not a synchronisation
     elapsed = time.monotonic() - started
     after_cpu = [tree_cpu_s(w.process.pid) for w in workers]
     after_redis = tree_cpu_s(redis_server.process.pid)
-    after_cmds = command_counts(client)
-    # INFO itself is counted once per sample: take ours out.
-    delta = {
-        name: calls - before_cmds.get(name, 0) - (2 if name == "info" else 0)
-        for name, calls in after_cmds.items()
-    }
-    delta = {name: calls for name, calls in delta.items() if calls > 0}
+    delta = commands.since()
     per_worker = [
         round(100 * (a - b) / elapsed, 3) for a, b in zip(after_cpu, before_cpu, strict=True)
     ]
@@ -65,7 +50,7 @@ def measure(
         "worker_cpu_pct_mean": round(sum(per_worker) / len(per_worker), 3),
         "redis_cpu_pct": round(100 * (after_redis - before_redis) / elapsed, 3),
         "redis_commands_per_s": round(sum(delta.values()) / elapsed, 2),
-        "redis_commands": dict(sorted(delta.items(), key=lambda kv: -kv[1])),
+        "redis_commands": delta,
     }
 
 
