@@ -8,7 +8,9 @@ acknowledged. Two places to park:
 - the parked set (jury.broker.keys.PARKED, a sorted set, score = when it is due, by Redis'
   clock): waits of a known length (a rate-limit slot, a 429's cool-down, a store that refused
   samples). Every worker's engine moves due messages back to their queues (`release_due`,
-  atomic in Lua; a message is moved once whoever gets there first).
+  atomic in Lua; a message is moved once whoever gets there first). The script answers when
+  the next parked message is due, and a park in this process says when its message is due
+  (`PARKED_HERE`): the worker's housekeeper sleeps until then instead of polling.
 - a model's waiting line (`…:waiters`, a list): waits for an in-flight slot, of no known
   length. The call that frees a slot hands it to the first waiter (jury.worker.limits.ratelimit's
   finish script moves one waiter to its queue); the sweeper releases waiters of a model whose
@@ -20,7 +22,11 @@ Members are "<queue key>\\n<message>": the queue key is already under the broker
 from __future__ import annotations
 
 import json
+import math
+import threading
+import time
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 
 from redis.client import Pipeline
 
@@ -30,6 +36,55 @@ from jury.broker.scripts import lua
 
 # Moved per round trip: enough for thousands of tasks a second, small enough to stay quick.
 RELEASE_BATCH = 500
+# A release moves the messages due within this long too. A rate-limited judge's tasks are
+# parked a slot apart (producer.pacing), and half a horizon before their slot: released one
+# by one, each was delivered, prepared and stored alone, and a throttled judgment cost
+# several times an unthrottled one's CPU (bench/ratelimit); released a moment early and
+# together, they share their delivery's round trip and their store groups, then wait for
+# their reserved slots on the worker's event loop.
+RELEASE_AHEAD_S = 0.5
+
+
+class DueSignal:
+    """The earliest time (time.monotonic) something parked by this process falls due, since
+    its housekeeper last looked: a park wakes the housekeeper if it sleeps past that."""
+
+    def __init__(self) -> None:
+        self._changed = threading.Condition()
+        self._due = math.inf
+
+    def note(self, due: float) -> None:
+        with self._changed:
+            if due < self._due:
+                self._due = due
+                self._changed.notify_all()
+
+    def wake(self) -> None:
+        """Wake the waiter now (a housekeeper stopping)."""
+        self.note(-math.inf)
+
+    def wait_until(self, deadline: float) -> None:
+        """Sleep until `deadline` (time.monotonic) or until a noted due time, whichever is
+        first; then forget the noted time (the parked set's own answer covers it)."""
+        with self._changed:
+            while (left := min(deadline, self._due) - time.monotonic()) > 0:
+                self._changed.wait(left)
+            self._due = math.inf
+
+
+# One per process: parks made here wake this process's housekeeper (a worker's, if any).
+PARKED_HERE = DueSignal()
+
+
+@dataclass(frozen=True)
+class Released:
+    """What one release pass did and saw."""
+
+    moved: int
+    # Seconds until the next parked message (anyone's) is due; None: nothing is parked.
+    next_due_s: float | None
+    # How many models' waiting lines exist (jury.worker.limits.redis_limiter releases them).
+    lines: int
 
 
 class Parking:
@@ -54,6 +109,8 @@ class Parking:
         for queue, message, delay_s in entries:
             args += [max(0, int(delay_s * 1000)), f"{self.broker.key(queue)}\n{message}"]
         self._park(keys=[self.key], args=args, client=pipe)
+        if entries:
+            PARKED_HERE.note(time.monotonic() + min(delay for _q, _m, delay in entries))
 
     def wait_in_line(self, waiters_key: str, queue: str, message: str) -> None:
         """Put `message` in a model's waiting line (a key from the rate limiter), and the line
@@ -66,12 +123,21 @@ class Parking:
 
     def release_due(self) -> int:
         """Move every parked message that is due back to its queue; returns how many."""
+        return self.release().moved
+
+    def release(self, ahead_s: float = 0.0) -> Released:
+        """Move every parked message that is due (or due within `ahead_s`) back to its queue,
+        and say when the next one is due and whether any model has a waiting line: one round
+        trip when little is due."""
         moved = 0
         while True:
-            count = int(self._release(keys=[self.key], args=[RELEASE_BATCH]))
-            moved += count
-            if count < RELEASE_BATCH:
-                return moved
+            count, next_in_ms, lines = self._release(
+                keys=[self.key, self.lines_key], args=[RELEASE_BATCH, int(ahead_s * 1000)]
+            )
+            moved += int(count)
+            if int(count) < RELEASE_BATCH:
+                next_due = None if int(next_in_ms) < 0 else int(next_in_ms) / 1000
+                return Released(moved, next_due, int(lines))
 
     def parked(self) -> int:
         return int(self.broker.client.zcard(self.key))

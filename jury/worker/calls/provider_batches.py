@@ -108,20 +108,26 @@ class ProviderBatches:
             self.clients[endpoint] = BatchClient(endpoint)
         return self.clients[endpoint]
 
-    def step(self) -> None:
-        self.submit()
-        self.poll()
+    def step(self) -> bool:
+        """One submit and one poll; whether either found work (its thread steps less often
+        while none is found: jury.worker.engine.housekeeping)."""
+        submitted = self.submit()
+        polled = self.poll()
+        return submitted or polled
 
     # -- submitting ----------------------------------------------------------------------
-    def submit(self) -> None:
+    def submit(self) -> bool:
+        """Whether any request was pending or any intent unfinished."""
         sessions = self.runtime.sessions
         if not self._lock("submit"):
-            return
+            return False
         try:
-            for intent in store.unfinished_batches(sessions, (SUBMITTING,)):
+            unfinished = store.unfinished_batches(sessions, (SUBMITTING,))
+            for intent in unfinished:
                 self._send(intent, store.requests_of(sessions, intent.id), resumed=True)
             now = datetime.now(UTC)
-            for batch_id, judge_name, waiting, newest in store.pending_groups(sessions):
+            groups = store.pending_groups(sessions)
+            for batch_id, judge_name, waiting, newest in groups:
                 if self.runtime.state(batch_id).skips_work:
                     continue
                 judge = self.runtime.config(batch_id).judge(judge_name)
@@ -135,6 +141,7 @@ class ProviderBatches:
                 ):
                     self._lock("submit")  # renewed: a dead submitter's lock runs out
                     self._send(*claimed, resumed=False)
+            return bool(unfinished or groups)
         finally:
             self._unlock("submit")
 
@@ -237,8 +244,10 @@ class ProviderBatches:
         return [by_parts[len(spec.dimensions)] for spec in specs]
 
     # -- polling -------------------------------------------------------------------------
-    def poll(self) -> None:
-        for batch in store.due_batches(self.runtime.sessions, datetime.now(UTC)):
+    def poll(self) -> bool:
+        """Whether any provider batch was due a poll."""
+        due = store.due_batches(self.runtime.sessions, datetime.now(UTC))
+        for batch in due:
             if not self._lock(f"poll:{batch.id}"):
                 continue
             try:
@@ -247,6 +256,7 @@ class ProviderBatches:
                 log.warning("polling provider batch %s: %s; again later", batch.id, exc)
             finally:
                 self._unlock(f"poll:{batch.id}")
+        return bool(due)
 
     def _poll_one(self, batch: store.ProviderBatch) -> None:
         sessions = self.runtime.sessions

@@ -4,7 +4,7 @@ against the metrics run of its round; and bench/ratelimit's leanest second."""
 from __future__ import annotations
 
 from bench.metrics_cost import metrics_pairs
-from bench.ratelimit import _leanest_second
+from bench.ratelimit_figures import _leanest_second
 from bench.throughput import AFTER_ITS_IMPORTS, metrics_summary, pair_ratios
 
 
