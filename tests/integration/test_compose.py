@@ -101,7 +101,8 @@ def check_jury_command(argv: list[str]) -> None:
     group = jury
     assert isinstance(group, click.Group)
     name, args = argv[1], argv[2:]
-    assert name in group.commands, f"`jury {name}` does not exist"
+    command = group.get_command(click.Context(group), name)
+    assert command is not None, f"`jury {name}` does not exist"
     if name == "worker":
         assert args[0] == "--", "celery worker options go after `--`"
         obj = CLIContext(app=Celery(set_as_current=False), no_color=True, workdir=None)
@@ -109,7 +110,7 @@ def check_jury_command(argv: list[str]) -> None:
     elif name == "simulate":
         build_parser().parse_args(args)
     else:
-        context = group.commands[name].make_context(name, list(args))
+        context = command.make_context(name, list(args))
         if name == "flower":
             check_flower_options(context.params["flower_options"])
     for arg in args:
