@@ -30,6 +30,7 @@ import argparse
 import json
 import os
 import secrets
+import signal
 import statistics
 import subprocess
 import sys
@@ -133,10 +134,17 @@ class Series(threading.Thread):
                 row[f"{role}_pss_mb"] = round(pss / MB, 1)
         row["redis_used_mb"] = round(int(self.client.info("memory")["used_memory"]) / MB, 1)
         row["load1"] = round(os.getloadavg()[0], 2)
-        if self.samples:
+        if self.samples and row["t_s"] - self.samples[-1]["t_s"] >= self.interval / 2:
             last = self.samples[-1]
             row["per_s"] = round((stored - last["stored"]) / (row["t_s"] - last["t_s"]), 1)
         self.samples.append(row)
+        print(  # progress, for whoever watches a long run
+            f"{row['t_s']:>8} s {stored:>9} stored {row.get('per_s', '-'):>8}/s  "
+            + " ".join(f"{k.removesuffix('_mb')} {v}" for k, v in row.items() if "rss" in k)
+            + f"  load {row['load1']}",
+            file=sys.stderr,
+            flush=True,
+        )
 
 
 def exactly_once(database_url: str, batch_id: str, n_items: int) -> dict[str, Any]:
@@ -297,6 +305,12 @@ def summarize(samples: list[dict[str, Any]]) -> dict[str, Any]:
                 slope = statistics.linear_regression(*zip(*half, strict=True)).slope
                 summary[f"{role}_rss_slope_mb_per_min"] = round(60 * slope, 3)
                 summary[f"{role}_rss_first_last_mb"] = [points[0][1], points[-1][1]]
+                # Against the judgments stored rather than the clock: a loaded machine's
+                # slower run shows the same growth per judgment.
+                stored = [(s["stored"], s[f"{role}_rss_mb"]) for s in samples[len(samples) // 2 :]]
+                if len({x for x, _ in stored}) >= 3:
+                    per = statistics.linear_regression(*zip(*stored, strict=True)).slope
+                    summary[f"{role}_rss_slope_mb_per_100k"] = round(100_000 * per, 3)
     return summary
 
 
@@ -342,6 +356,15 @@ def print_series(samples: list[dict[str, Any]], lines: int = 12) -> None:
         print("  " + "".join(f"{sample.get(c, '-')!s:>14}" for c in columns))
 
 
+def trace_first_worker(path: Path) -> None:
+    """Every process started from here finds bench/tracemalloc_site's sitecustomize; it
+    traces the worker whose node name holds `-0@` (local_stack's first) and no other."""
+    site = str(Path(__file__).with_name("tracemalloc_site"))
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (site, os.environ.get("PYTHONPATH")) if p)
+    os.environ["JURY_BENCH_TRACEMALLOC"] = str(path)
+    os.environ["JURY_BENCH_TRACEMALLOC_NODE"] = "-0@"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--judgments", type=int, default=1_000_000)
@@ -351,7 +374,18 @@ def main() -> None:
     parser.add_argument("--interval", type=float, default=10.0, help="seconds between samples")
     parser.add_argument("--postgres", default=POSTGRES_ADMIN, help="an admin URL of the server")
     parser.add_argument("--runs", default="publish,small,large")
+    parser.add_argument(
+        "--tracemalloc",
+        metavar="FILE",
+        help="trace the first worker's Python allocations (bench/tracemalloc_site): where its "
+        "memory grows goes to FILE.<pid>; the other workers run as usual",
+    )
     args = parser.parse_args()
+    # Stopped with SIGTERM (a run started in the background ignores SIGINT), it still stops
+    # its processes and drops its database on the way out.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    if args.tracemalloc:
+        trace_first_worker(Path(args.tracemalloc).resolve())
     rows = []
     with tempfile.TemporaryDirectory(prefix="jury-scale-") as tmp:
         for run in args.runs.split(","):
