@@ -28,6 +28,7 @@ def _wanted() -> str | None:
 
 
 def _watch(path: str) -> None:
+    import linecache
     import threading
     import time
     import tracemalloc
@@ -41,6 +42,7 @@ def _watch(path: str) -> None:
         tracemalloc.Filter(False, "<frozen importlib._bootstrap>"),
         tracemalloc.Filter(False, "<frozen importlib._bootstrap_external>"),
         tracemalloc.Filter(False, "<unknown>"),
+        tracemalloc.Filter(False, linecache.__file__),  # this hook's own tracebacks
     ]
 
     def snapshot() -> tracemalloc.Snapshot:
