@@ -244,7 +244,7 @@ def run_batch(tmp: Path, label: str, judgments_wanted: int, args: argparse.Names
         if os.environ.get("JURY_BENCH_TRACEMALLOC"):
             # One more snapshot of the traced worker once idle: what the batch left behind,
             # with nothing in flight to hide it.
-            time.sleep(float(os.environ.get("JURY_BENCH_TRACEMALLOC_EVERY_S", "150")) + 30)
+            time.sleep(float(os.environ.get("JURY_BENCH_TRACEMALLOC_EVERY_S", "120")) + 30)
         _, status, usage = os.wait4(producer.pid, 0)
         producer.returncode = os.waitstatus_to_exitcode(status)
         series.stopped.set()
