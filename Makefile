@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 
-.PHONY: demo test test-wheel test-metrics test-slow lint docs bench-ratelimit bench-faults bench-throughput bench-scaling bench-stability bench-modes bench-cache bench-memory bench-trust bench-concurrency bench-batchapi test-real bench-real clean
+.PHONY: demo test test-wheel test-metrics test-slow lint docs bench-ratelimit bench-faults bench-throughput bench-scale bench-scaling bench-stability bench-modes bench-cache bench-memory bench-trust bench-concurrency bench-batchapi test-real bench-real clean
 
 $(STAMP): requirements.lock pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -77,6 +77,9 @@ bench-throughput: $(STAMP)
 
 bench-scaling: $(STAMP)
 	$(BIN)/python -m bench.scaling
+
+bench-scale: $(STAMP)
+	$(BIN)/python -m bench.scale
 
 bench-stability: $(STAMP)
 	$(BIN)/python -m bench.stability

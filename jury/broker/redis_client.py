@@ -24,6 +24,7 @@ import redis
 from celery import Celery
 from kombu import Connection
 
+from jury.broker import keys as redis_keys
 from jury.errors import ConfigurationError
 from jury.settings import Settings
 
@@ -86,6 +87,13 @@ class BrokerRedis:
             unacked_index_key=prefix + str(getattr(channel, "unacked_index_key")),  # noqa: B009
             connection=connection,
         )
+
+    def forget_batch(self, queue: str, batch_id: str) -> None:
+        """Delete every key of a batch that has ended (its mark, its budget meter, what its
+        submission left): nothing reads them once it is done. A batch run again (`jury
+        resume`) is marked again as its tasks are queued, and its meter is rebuilt from the
+        store on its first call."""
+        self.client.delete(*(self.key(k) for k in redis_keys.all_of_batch(queue, batch_id)))
 
     def queued(self, queues: Sequence[str]) -> int:
         """Messages waiting in `queues` (plain queue names), in one round trip."""

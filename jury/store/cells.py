@@ -44,19 +44,26 @@ def save_cell(
     positions: tuple[int, int],
 ) -> bool:
     """Write a cell's judge aggregates and verdict; whether the verdict was new."""
-    return save_cells(sessions, [CellVerdict(cell, samples, verdict, positions)])[0]
+    return save_cells(sessions, [CellVerdict(cell, samples, verdict, positions)]).written[0]
 
 
-def save_cells(sessions: Sessions, cells: Sequence[CellVerdict]) -> list[bool]:
+@dataclass(frozen=True)
+class SavedCells:
+    written: list[bool]  # for each cell, whether its verdict was new
+    ended: list[str]  # the batches these verdicts completed (their last cells)
+
+
+def save_cells(sessions: Sessions, cells: Sequence[CellVerdict]) -> SavedCells:
     """Write cells' judge aggregates and verdicts in one transaction, and count the samples
     each was built from into its batch's progress (the samples themselves were stored as they
     arrived, jury.store.samples).
 
     Idempotent: a second write of the same cell inserts nothing and counts nothing. Returns,
-    for each cell, whether its verdict was new.
+    for each cell, whether its verdict was new, and the batches that ended with them.
     """
     written: list[bool] = []
     counts: dict[str, _Counts] = {}
+    ended: list[str] = []
     with write_transaction(sessions) as session:
         for entry in cells:
             new = _write_verdict(session, entry)
@@ -64,8 +71,9 @@ def save_cells(sessions: Sessions, cells: Sequence[CellVerdict]) -> list[bool]:
             if new:
                 counts.setdefault(entry.cell.batch_id, _Counts()).add(entry)
         for batch_id, batch_counts in counts.items():
-            _count_verdicts(session, batch_id, batch_counts)
-    return written
+            if _count_verdicts(session, batch_id, batch_counts):
+                ended.append(batch_id)
+    return SavedCells(written, ended)
 
 
 @dataclass
@@ -123,8 +131,9 @@ def _write_verdict(session: Session, entry: CellVerdict) -> bool:
     return bool(insert_ignoring_duplicates(session, VerdictRow, [verdict_row]))
 
 
-def _count_verdicts(session: Session, batch_id: str, counts: _Counts) -> None:
-    """The batch's progress counters, and its end when these verdicts were its last."""
+def _count_verdicts(session: Session, batch_id: str, counts: _Counts) -> bool:
+    """The batch's progress counters, and its end when these verdicts were its last (then
+    True)."""
     state = session.execute(
         _COUNT_VERDICTS,
         {
@@ -136,8 +145,10 @@ def _count_verdicts(session: Session, batch_id: str, counts: _Counts) -> None:
             "cost": counts.cost,
         },
     ).scalar()
-    if state == BatchState.COMPLETED.value:  # its last verdict: completed, degraded or failed
-        settle_outcome(session, batch_id)
+    if state != BatchState.COMPLETED.value:
+        return False
+    settle_outcome(session, batch_id)  # its last verdict: completed, degraded or failed
+    return True
 
 
 def _count_verdicts_statement() -> Update:

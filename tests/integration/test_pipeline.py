@@ -14,7 +14,8 @@ import yaml
 from rich.console import Console
 
 from jury.batchfile.loading import load_batch
-from jury.local.services import ManagedProcess
+from jury.broker import keys as redis_keys
+from jury.local.services import ManagedProcess, wait_for
 from jury.producer.following import follow_batch
 from jury.producer.publishing import create_producer_app
 from jury.producer.submission import submit_batch
@@ -144,20 +145,22 @@ def test_batch_end_to_end(
     assert status.n_failed_samples == 0
     # The simulator's contrarian persona disagrees on about a third of cells: some flags show.
     assert any(v.consensus_metrics.flag_for_review for v in verdicts)
-    # Redis keeps nothing per task once a batch is done: no results, no chord counters, and
-    # the submission's cursor is gone.
+    # Redis keeps nothing per task once a batch is done (no results, no chord counters), nor
+    # any key of the batch: its submission's cursor and lock, its mark, its budget meter. The
+    # worker that stores the last verdict deletes them right after its commit.
     client = redis.Redis.from_url(settings.broker_url)
-    leftovers = [
-        key
-        for pattern in (
-            "celery-task-meta-*",
-            "chord-unlock-*",
-            "*.counter",
-            f"jury:submit:{batch_id}*",
-        )
-        for key in client.scan_iter(match=pattern, count=1000)
-    ]
-    assert leftovers == []
+
+    def leftovers() -> list[bytes]:
+        patterns = ("celery-task-meta-*", "chord-unlock-*", "*.counter", f"*{batch_id}*")
+        return [key for p in patterns for key in client.scan_iter(match=p, count=1000)]
+
+    wait_for(lambda: not leftovers(), 10, f"the keys of batch {batch_id} to go")
+    assert leftovers() == []
+    # What stays is the deployment's own: its workers' heartbeats and ledgers, kombu's
+    # bindings, the rate-limit state (which lapses unused).
+    deployment = redis_keys.deployment_pattern(settings.queue)
+    for key in client.scan_iter(match=deployment, count=1000):
+        assert b":batch:" not in key, key
 
 
 def test_judge_that_always_fails_leaves_others_intact(

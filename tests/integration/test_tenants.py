@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from jury.batchfile.loading import load_batch
+from jury.broker import keys as redis_keys
 from jury.broker.budget import BudgetMeter
 from jury.broker.redis_client import BrokerRedis
 from jury.local.services import ManagedProcess, wait_for
@@ -41,10 +42,20 @@ def run(settings: Settings, batch: Path, batch_id: str) -> float:
     return stored_cost(sessions, batch_id)
 
 
-def metered(settings: Settings, batch_id: str) -> float:
+def has_meter(settings: Settings, batch_id: str) -> bool:
     broker = BrokerRedis.from_settings(settings)
     try:
-        meter = BudgetMeter(broker, settings.queue, lambda _: -1.0)
+        keys = redis_keys.budget(settings.queue, batch_id)
+        return bool(broker.client.exists(*(broker.key(k) for k in keys)))
+    finally:
+        broker.close()
+
+
+def metered(settings: Settings, batch_id: str, stored: float = -1.0) -> float:
+    """The deployment's meter of the batch; where it has none, it is made from `stored`."""
+    broker = BrokerRedis.from_settings(settings)
+    try:
+        meter = BudgetMeter(broker, settings.queue, lambda _: stored)
         return meter.read(batch_id, None).spent_usd
     finally:
         broker.close()
@@ -62,6 +73,10 @@ def test_two_deployments_with_one_batch_id_never_meet(
     first.mkdir()
     batch = write_batch(first, simulator, [dict(JUDGE)], max_cost_usd=1.0)
     spent_first = run(sqlite_workers, batch, batch_id)
+    # A batch's meter goes with the batch; this one stands for it still running, as a
+    # shared meter would be seen by the other deployment.
+    wait_for(lambda: not has_meter(sqlite_workers, batch_id), 10, "the meter to go")
+    assert metered(sqlite_workers, batch_id, stored=spent_first) == pytest.approx(spent_first)
 
     # The other deployment: its own queue and database, the same Redis, the same batch id,
     # and a cap that holds its own batch but not both: a shared meter would stop it midway.
@@ -73,5 +88,5 @@ def test_two_deployments_with_one_batch_id_never_meet(
     spent_second = run(other, batch, batch_id)
 
     assert spent_second == pytest.approx(spent_first, rel=0.2)  # the same work, its own cost
-    assert metered(other, batch_id) == pytest.approx(spent_second)
+    wait_for(lambda: not has_meter(other, batch_id), 10, "its meter to go with it")
     assert metered(sqlite_workers, batch_id) == pytest.approx(spent_first)  # untouched

@@ -14,6 +14,8 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+from redis.exceptions import RedisError
+
 from jury.errors import JuryError, MessageRefused
 from jury.schemas.adaptive import escalation, first_round_panel, is_uncertain
 from jury.schemas.batch import BatchConfig, Judge
@@ -99,8 +101,20 @@ def aggregate_cells(runtime: WorkerRuntime, cells: Sequence[CellRef]) -> list[Ou
             pending.append((len(outcomes), decided))
             outcomes.append(AggregateOutcome(decided.verdict))
     _with_positions(runtime, pending)
-    metrics.verdicts_stored(sum(save_cells(runtime.sessions, [entry for _, entry in pending])))
+    saved = save_cells(runtime.sessions, [entry for _, entry in pending])
+    metrics.verdicts_stored(sum(saved.written))
+    for batch_id in saved.ended:
+        forget_batch(runtime, batch_id)
     return outcomes
+
+
+def forget_batch(runtime: WorkerRuntime, batch_id: str) -> None:
+    """The batch has ended: its keys go from Redis. Should Redis fail here, they lapse on
+    their own (each has a time to live); the verdicts are stored either way."""
+    try:
+        runtime.redis.forget_batch(runtime.settings.queue, batch_id)
+    except RedisError as exc:
+        log.warning("batch %s ended, but its Redis keys stay until they lapse: %s", batch_id, exc)
 
 
 def _decide(
