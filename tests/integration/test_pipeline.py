@@ -14,7 +14,6 @@ import yaml
 from rich.console import Console
 
 from jury.batchfile.loading import load_batch
-from jury.broker import keys as redis_keys
 from jury.local.services import ManagedProcess, wait_for
 from jury.producer.following import follow_batch
 from jury.producer.publishing import create_producer_app
@@ -157,10 +156,9 @@ def test_batch_end_to_end(
     wait_for(lambda: not leftovers(), 10, f"the keys of batch {batch_id} to go")
     assert leftovers() == []
     # What stays is the deployment's own: its workers' heartbeats and ledgers, kombu's
-    # bindings, the rate-limit state (which lapses unused).
-    deployment = redis_keys.deployment_pattern(settings.queue)
-    for key in client.scan_iter(match=deployment, count=1000):
-        assert b":batch:" not in key, key
+    # bindings, the rate-limit state (which lapses unused). Other batches of this
+    # deployment (other test files share its workers) may still be running: their keys are
+    # theirs.
 
 
 def test_judge_that_always_fails_leaves_others_intact(
