@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 
-.PHONY: demo test test-wheel test-metrics test-slow lint docs bench-ratelimit bench-faults bench-throughput bench-scale bench-scaling bench-stability bench-modes bench-cache bench-memory bench-trust bench-concurrency bench-batchapi test-real bench-real clean
+.PHONY: demo test test-examples test-wheel test-metrics test-slow lint docs bench-ratelimit bench-faults bench-throughput bench-scale bench-scaling bench-stability bench-modes bench-cache bench-memory bench-trust bench-concurrency bench-batchapi test-real bench-real clean
 
 $(STAMP): requirements.lock pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -22,14 +22,22 @@ demo: $(STAMP)
 # a test file per process. TEST_PROCESSES=0 runs it in this one process.
 TEST_PROCESSES ?= 3
 test: $(STAMP) lint
-	$(BIN)/python -m pytest -q -m "not prometheus" $(if $(filter 0,$(TEST_PROCESSES)),,-n $(TEST_PROCESSES) --dist loadfile)
+	$(BIN)/python -m pytest -q -m "not prometheus and not examples" $(if $(filter 0,$(TEST_PROCESSES)),,-n $(TEST_PROCESSES) --dist loadfile)
 
-# The examples `make test` runs from the checkout (tests/integration/test_examples.py and
+# Every example of README.md, docs/running.md and docs/python-api.md that says it runs, run
+# as written against the embedded stack (tests marked `examples`): two minutes of `jury`
+# commands and workers, kept out of `make test` for its time; .ci/run runs it after.
+test-examples: $(STAMP)
+	$(BIN)/python -m pytest -q -m examples -n 2 --dist loadfile \
+		tests/integration/test_examples.py tests/integration/test_shell_examples.py
+
+# The examples `make test-examples` runs from the checkout (tests/integration/test_examples.py and
 # test_shell_examples.py: README.md's, docs/running.md's, docs/python-api.md's), run by a wheel
 # installed outside the repository. The wheel is built as the README says (with .venv's own
 # setuptools: offline) and installed, its dependencies pinned by requirements.lock, into a virtual
 # environment under WHEEL_HOME, made again when the lock or pyproject.toml changes: its first
-# run installs from the package index, later ones only the new wheel. Not part of `make test`.
+# run installs from the package index, later ones only the new wheel. Not part of `make test`
+# nor of .ci/run.
 WHEEL_HOME ?= $(HOME)/.cache/jury-test-wheel
 WHEEL_VENV := $(WHEEL_HOME)/venv
 WHEEL_STAMP := $(WHEEL_VENV)/.installed

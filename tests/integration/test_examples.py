@@ -24,7 +24,7 @@ from tests.doc_examples import marked_examples
 from tests.examples_stack import EXAMPLES_BIN, INSTALLED_ELSEWHERE, example_env
 from tests.integration.test_docs import README
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.examples]
 
 
 @pytest.fixture(scope="module")

@@ -26,7 +26,7 @@ from tests.doc_examples import Line, PageRun, free_ports, marked_examples, page_
 from tests.examples_stack import example_env, stack_settings
 from tests.integration.test_docs import README
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.examples]
 
 RUNNING = ROOT / "docs" / "running.md"
 SHELL_PAGES = {"README.md": README, "running.md": RUNNING}
