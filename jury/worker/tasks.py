@@ -34,6 +34,7 @@ from typing import Any
 from celery import Celery, Task
 from celery.exceptions import Retry
 
+from jury.broker.redis_client import outage
 from jury.errors import JudgmentFailed, JuryError, MessageRefused
 from jury.schemas.task_messages import cell_message, generation_message, judge_message
 from jury.schemas.tasks import AGGREGATE_TASK, GENERATE_TASK, JUDGE_TASK, CellRef, SampleRef
@@ -41,7 +42,12 @@ from jury.settings import judge_lanes
 from jury.worker.engine.pool import OUTCOMES
 from jury.worker.judging.cell_verdict import CellIncomplete, Outcome, aggregate_cells
 from jury.worker.judging.generation import generate_task
-from jury.worker.judging.pipeline import SamplesNotStored, TaskOutcome, judge_task
+from jury.worker.judging.pipeline import (
+    SamplesNotStored,
+    StoreNotRead,
+    TaskOutcome,
+    judge_task,
+)
 from jury.worker.limits.gating import Deferred
 from jury.worker.runtime import WorkerRuntime
 
@@ -118,14 +124,28 @@ async def judge_body(runtime: WorkerRuntime, args: list[Any], kwargs: dict[str, 
             runtime.queues.park, tuple(ref), queue, waiting, exc.countdown_s, exc.line
         )
         return Parked(str(exc), exc.countdown_s)
-    except SamplesNotStored as exc:
+    except (SamplesNotStored, StoreNotRead) as exc:
         retries = message.store_retries
         if retries >= STORE_MAX_RETRIES:
             return exc
         delay = store_retry_delay(retries)
-        log.warning("%s; storing them again in %d s", exc, delay)
-        carried: dict[str, Any] = {"judged": exc.payload, "store_retries": retries + 1}
-        await runtime.in_store(runtime.queues.park, tuple(ref), _lane(runtime, ref), carried, delay)
+        carried: dict[str, Any] = {"store_retries": retries + 1}
+        if isinstance(exc, SamplesNotStored):
+            log.warning("%s; storing them again in %d s", exc, delay)
+            carried["judged"] = exc.payload
+        else:  # nothing was called yet: the task comes back as it was
+            log.warning("could not prepare a task (%s); trying it again in %d s", exc, delay)
+            if live:
+                carried["live"] = True
+        # Parking writes to Redis only (jury.broker.parking), never to the store that is away;
+        # a task whose batch this worker has not read yet goes to the deployment's base queue.
+        try:
+            queue = _lane(runtime, ref)
+        except Exception as lane_exc:
+            if outage(lane_exc) is None:
+                raise
+            queue = runtime.settings.queue
+        await runtime.in_store(runtime.queues.park, tuple(ref), queue, carried, delay)
         return Parked(str(exc), delay)
 
 

@@ -31,6 +31,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
+from jury.broker.redis_client import outage
 from jury.errors import JuryError, MessageRefused
 from jury.schemas.adaptive import first_round
 from jury.schemas.batch import BatchConfig, Dimension, Item, Judge
@@ -55,6 +56,11 @@ from jury.worker.limits.gating import Deferred
 from jury.worker.runtime import WorkerRuntime
 
 log = logging.getLogger("jury.worker")
+
+
+class StoreNotRead(JuryError):
+    """The store could not be read before the call (an outage): nothing was called or paid;
+    the task is queued again, as it was, after a store retry's delay."""
 
 
 class SamplesNotStored(JuryError):
@@ -115,7 +121,13 @@ async def judge_task(
             raise SamplesNotStored(judged, exc) from exc
         await _store(runtime, ref, judged, None)
         return TaskOutcome(judged)
-    prepared = await runtime.grouped(prepare_group).submit(ref)
+    try:
+        prepared = await runtime.grouped(prepare_group).submit(ref)
+    except Exception as exc:
+        if outage(exc) is None:
+            raise
+        # The database is away (a restart, a cut): the task must wait for it, not fail.
+        raise StoreNotRead(outage(exc)) from exc
     if isinstance(prepared, MessageRefused):
         raise prepared
     if isinstance(prepared, str):
