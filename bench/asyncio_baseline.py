@@ -109,6 +109,12 @@ def run_baseline_child(api_base: str, judgments: int, concurrency: int) -> Basel
         "--concurrency",
         str(concurrency),
     ]
+    return run_timed_child(command, "the asyncio baseline")
+
+
+def run_timed_child(command: list[str], what: str) -> BaselineRun:
+    """Run a child that prints AFTER_IMPORTS as its last line: its whole wall and CPU time,
+    its peak RSS, and its figures after its imports."""
     started = time.monotonic()
     process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
     peak_rss, cpu = 0, 0.0
@@ -124,7 +130,7 @@ def run_baseline_child(api_base: str, judgments: int, concurrency: int) -> Basel
     wall = time.monotonic() - started
     output = process.stdout.read() if process.stdout else ""
     if process.wait() != 0:
-        raise SystemExit("the asyncio baseline failed")
+        raise SystemExit(f"{what} failed")
     lines = [line for line in output.splitlines() if line.startswith(AFTER_IMPORTS)]
     after = json.loads(lines[-1].removeprefix(AFTER_IMPORTS))
     return BaselineRun(wall, cpu, peak_rss, after["wall_s"], after["cpu_s"])

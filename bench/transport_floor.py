@@ -14,14 +14,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import subprocess
 import sys
 import time
 from typing import Any
 
-import psutil
-
-from bench.asyncio_baseline import AFTER_IMPORTS, DIMENSIONS, JUDGES
+from bench.asyncio_baseline import AFTER_IMPORTS, DIMENSIONS, JUDGES, run_timed_child
 
 FLOOR_LABEL = "floor"
 FLOOR_CPU = "floor process, after its imports"
@@ -71,27 +68,14 @@ def run_floor(api_base: str, calls: int, concurrency: int) -> dict[str, Any]:
     """The floor in a process of its own: bench/throughput's row for it."""
     command = [sys.executable, "-m", "bench.transport_floor", api_base, "--calls", str(calls)]
     command += ["--concurrency", str(concurrency)]
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
-    peak_rss = 0
-    child = psutil.Process(process.pid)
-    while process.poll() is None:
-        try:
-            peak_rss = max(peak_rss, child.memory_info().rss)
-        except psutil.NoSuchProcess:
-            break
-        time.sleep(0.5)
-    output = process.stdout.read() if process.stdout else ""
-    if process.wait() != 0:
-        raise SystemExit("the transport floor failed")
-    lines = [line for line in output.splitlines() if line.startswith(AFTER_IMPORTS)]
-    after = json.loads(lines[-1].removeprefix(AFTER_IMPORTS))
+    run = run_timed_child(command, "the transport floor")
     return {
         "run": FLOOR_LABEL,
         "judgments": calls,
-        "wall_s": round(after["wall_s"], 1),
-        "judgments_per_s": round(calls / after["wall_s"]),
-        "cpu_ms": {FLOOR_CPU: round(1000 * after["cpu_s"] / calls, 3)},
-        "peak_worker_rss_mb": round(peak_rss / 2**20, 1),
+        "wall_s": round(run.calls_wall_s, 1),
+        "judgments_per_s": round(calls / run.calls_wall_s),
+        "cpu_ms": {FLOOR_CPU: round(1000 * run.calls_cpu_s / calls, 3)},
+        "peak_worker_rss_mb": round(run.peak_rss / 2**20, 1),
     }
 
 
