@@ -117,24 +117,25 @@ def run_worker(settings: Settings, argv: list[str], supervised: bool = False) ->
         "--without-mingle",
     ]
     try:
+        # Options given later override the defaults.
+        status = _worker_status(app, defaults + argv)
         if supervised:
-            return _worker_status(app, defaults + argv)
-        app.worker_main(defaults + argv)  # options given later override the defaults
+            return status
     finally:  # stopped: a Ctrl-C during LiteLLM's exit callbacks ends it without a traceback
         ctrl_c_ends_quietly()
     return 0
 
 
 def _worker_status(app: Celery, argv: list[str]) -> int:
-    """Run the worker as `app.worker_main` does, keeping its exit status, which tells the
+    """Run the worker as `app.worker_main` does, keeping its exit status, which tells a
     supervisor whether it failed. `app.start` (celery/app/base.py) runs Celery's click command
     with `standalone_mode=False` and drops what it returns: click returns the status given to
     `ctx.exit` (celery/bin/worker.py ends with `ctx.exit(worker.exitcode)`) in that mode."""
     from celery.bin.celery import celery as celery_command
 
     celery_command.params[0].default = app
-    try:
-        status = celery_command.main(args=argv, standalone_mode=False)
+    try:  # its usage line names the command users type, not `python -m jury.worker`
+        status = celery_command.main(args=argv, prog_name="jury", standalone_mode=False)
     finally:
         celery_command.params[0].default = None
     return status if isinstance(status, int) else 0
