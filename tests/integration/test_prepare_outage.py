@@ -49,9 +49,9 @@ def test_a_task_whose_store_is_away_is_parked_and_calls_nothing(
         assert isinstance(outcome, Parked), outcome
         assert calls == []  # nothing called, nothing paid
         ((task, queue, carried, delay),) = recorder.parked
-        assert tuple(task) == (batch_id, "a", "relevance", JUDGE, 0)
-        assert queue.startswith(settings.queue)
+        assert task == (batch_id, "a", "relevance", JUDGE, 0)
+        assert isinstance(queue, str) and queue.startswith(settings.queue)
         assert carried == {"store_retries": 1}  # the task as it was: no samples carried
-        assert delay > 0
+        assert isinstance(delay, int | float) and delay > 0
     finally:
         runtime.close()
