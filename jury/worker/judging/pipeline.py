@@ -124,10 +124,10 @@ async def judge_task(
     try:
         prepared = await runtime.grouped(prepare_group).submit(ref)
     except Exception as exc:
-        if outage(exc) is None:
+        if (away := outage(exc)) is None:
             raise
         # The database is away (a restart, a cut): the task must wait for it, not fail.
-        raise StoreNotRead(outage(exc)) from exc
+        raise StoreNotRead(away) from exc
     if isinstance(prepared, MessageRefused):
         raise prepared
     if isinstance(prepared, str):
