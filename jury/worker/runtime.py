@@ -183,12 +183,17 @@ class WorkerRuntime:
         self,
         operation: Callable[[WorkerRuntime, Sequence[Any]], Awaitable[list[Any]]],
         linger_s: float = 0.0,
+        fill: int | None = None,
+        until_none_expected: bool = False,
     ) -> Grouped[Any, Any]:
-        """The process's group-commit queue for a store operation (jury.worker.engine.grouping)."""
+        """The process's group-commit queue for a store operation (jury.worker.engine.grouping);
+        the options are its first caller's."""
         group = self._groups.get(operation)
         if group is None:
             run = functools.partial(operation, self)
-            group = self._groups[operation] = Grouped(run, linger_s=linger_s)
+            group = self._groups[operation] = Grouped(
+                run, linger_s=linger_s, fill=fill, until_none_expected=until_none_expected
+            )
         return group
 
     async def in_store(self, function: Callable[..., T], *args: Any) -> T:

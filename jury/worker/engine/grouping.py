@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from contextlib import contextmanager, suppress
 from typing import Generic, TypeVar
 
 log = logging.getLogger("jury.worker")
@@ -25,19 +26,28 @@ MAX_GROUP = 256
 class Grouped(Generic[Item, Result]):
     """`linger_s`: how long a group waits for more items once its first arrived (0: none).
     Worth it only where a short delay changes nothing for anyone waiting, and items come too
-    far apart to meet otherwise: a cell's callback (one per several judge tasks)."""
+    far apart to meet otherwise: a cell's callback (one per several judge tasks), a throttled
+    judge's samples (a rate-limit slot apart). The wait ends early once the group holds `fill`
+    items; with `until_none_expected`, also once no item is `expected()` any more: nothing
+    else is on its way to join."""
 
     def __init__(
         self,
         run_group: Callable[[Sequence[Item]], Awaitable[list[Result]]],
         max_group: int = MAX_GROUP,
         linger_s: float = 0.0,
+        fill: int | None = None,
+        until_none_expected: bool = False,
     ) -> None:
         self.run_group = run_group
         self.max_group = max_group
         self.linger_s = linger_s
+        self.fill = min(fill or max_group, max_group)
+        self.until_none_expected = until_none_expected
         self._pending: list[tuple[Item, asyncio.Future[Result]]] = []
         self._running = False
+        self._coming = 0  # items on their way (`expected`), not submitted yet
+        self._changed: asyncio.Event | None = None  # set while a lingering group waits
 
     async def submit(self, item: Item) -> Result:
         future: asyncio.Future[Result] = asyncio.get_running_loop().create_future()
@@ -45,13 +55,50 @@ class Grouped(Generic[Item, Result]):
         if not self._running:
             self._running = True
             asyncio.get_running_loop().create_task(self._drain())
+        elif len(self._pending) >= self.fill:
+            self._wake()
         return await future
+
+    @contextmanager
+    def expected(self) -> Iterator[None]:
+        """Within this block, an item is on its way: a lingering group waits for it (up to its
+        linger). Out of every block, nothing is: the group goes at once (a batch's last
+        samples are not held back for items that will not come)."""
+        self._coming += 1
+        try:
+            yield
+        finally:
+            self._coming -= 1
+            if self._coming == 0:
+                self._wake()
+
+    def _wake(self) -> None:
+        if self._changed is not None:
+            self._changed.set()
+
+    def _worth_waiting(self) -> bool:
+        if len(self._pending) >= self.fill:
+            return False
+        return self._coming > 0 or not self.until_none_expected
+
+    async def _linger(self) -> None:
+        """Wait up to linger_s while the group is worth waiting for."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.linger_s
+        self._changed = asyncio.Event()
+        try:
+            while (left := deadline - loop.time()) > 0 and self._worth_waiting():
+                self._changed.clear()
+                with suppress(TimeoutError):
+                    await asyncio.wait_for(self._changed.wait(), left)
+        finally:
+            self._changed = None
 
     async def _drain(self) -> None:
         try:
             while self._pending:
-                if self.linger_s > 0 and len(self._pending) < self.max_group:
-                    await asyncio.sleep(self.linger_s)
+                if self.linger_s > 0:
+                    await self._linger()
                 group = self._pending[: self.max_group]
                 del self._pending[: self.max_group]
                 await self._run(group)
