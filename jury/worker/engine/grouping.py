@@ -23,13 +23,38 @@ Result = TypeVar("Result")
 MAX_GROUP = 256
 
 
+class Expected:
+    """Items on their way to one or more groups (judge tasks in their calls: their samples,
+    and perhaps their cells' verdicts, are coming). A group lingering for them is woken when
+    none is left."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._listeners: list[Callable[[], None]] = []
+
+    def listen(self, wake: Callable[[], None]) -> None:
+        self._listeners.append(wake)
+
+    @contextmanager
+    def coming(self) -> Iterator[None]:
+        """Within this block, an item is on its way."""
+        self.count += 1
+        try:
+            yield
+        finally:
+            self.count -= 1
+            if self.count == 0:
+                for wake in self._listeners:
+                    wake()
+
+
 class Grouped(Generic[Item, Result]):
     """`linger_s`: how long a group waits for more items once its first arrived (0: none).
     Worth it only where a short delay changes nothing for anyone waiting, and items come too
     far apart to meet otherwise: a cell's callback (one per several judge tasks), a throttled
     judge's samples (a rate-limit slot apart). The wait ends early once the group holds `fill`
-    items; with `until_none_expected`, also once no item is `expected()` any more: nothing
-    else is on its way to join."""
+    items; given `expected`, also once nothing is on its way: nothing else will join (a
+    batch's last samples are not held back)."""
 
     def __init__(
         self,
@@ -37,16 +62,17 @@ class Grouped(Generic[Item, Result]):
         max_group: int = MAX_GROUP,
         linger_s: float = 0.0,
         fill: int | None = None,
-        until_none_expected: bool = False,
+        expected: Expected | None = None,
     ) -> None:
         self.run_group = run_group
         self.max_group = max_group
         self.linger_s = linger_s
         self.fill = min(fill or max_group, max_group)
-        self.until_none_expected = until_none_expected
+        self.expected = expected
+        if expected is not None:
+            expected.listen(self._wake)
         self._pending: list[tuple[Item, asyncio.Future[Result]]] = []
         self._running = False
-        self._coming = 0  # items on their way (`expected`), not submitted yet
         self._changed: asyncio.Event | None = None  # set while a lingering group waits
 
     async def submit(self, item: Item) -> Result:
@@ -59,19 +85,6 @@ class Grouped(Generic[Item, Result]):
             self._wake()
         return await future
 
-    @contextmanager
-    def expected(self) -> Iterator[None]:
-        """Within this block, an item is on its way: a lingering group waits for it (up to its
-        linger). Out of every block, nothing is: the group goes at once (a batch's last
-        samples are not held back for items that will not come)."""
-        self._coming += 1
-        try:
-            yield
-        finally:
-            self._coming -= 1
-            if self._coming == 0:
-                self._wake()
-
     def _wake(self) -> None:
         if self._changed is not None:
             self._changed.set()
@@ -79,7 +92,7 @@ class Grouped(Generic[Item, Result]):
     def _worth_waiting(self) -> bool:
         if len(self._pending) >= self.fill:
             return False
-        return self._coming > 0 or not self.until_none_expected
+        return self.expected is None or self.expected.count > 0
 
     async def _linger(self) -> None:
         """Wait up to linger_s while the group is worth waiting for."""

@@ -58,11 +58,11 @@ from jury.worker.runtime import WorkerRuntime
 
 log = logging.getLogger("jury.worker")
 # How long a short store group waits for more samples, and how many it waits for (stores):
-# a worker's share of the strict quota in bench/ratelimit, 15-20 judgments a second, meets
-# in groups of about five. A task killed meanwhile is delivered again, as one killed in its
+# a worker's share of the strict quota in bench/ratelimit, 9-18 judgments a second, meets
+# in groups of five to nine. A task killed meanwhile is delivered again, as one killed in its
 # call is: its samples were not stored, so they are stored once, by the next delivery.
-STORE_LINGER_S = 0.3
-STORE_FILL = 16
+STORE_LINGER_S = 0.5
+STORE_FILL = 32
 
 
 class StoreNotRead(JuryError):
@@ -152,7 +152,7 @@ async def judge_task(
         await runtime.in_store(record_requests, runtime.sessions, batch_requests(ref, prepared))
         return TaskOutcome(skipped=BATCH_API_QUEUED)
     try:
-        with stores(runtime).expected():  # its samples are on their way to the store
+        with runtime.judging.coming():  # its samples are on their way to the store
             samples = await _call(runtime, ref, prepared)
     except BudgetRefused as exc:  # nothing stored: `jury resume --max-cost-usd` finds it
         reason = await runtime.in_store(runtime.stop_for_budget, ref.batch_id, exc.reading)
@@ -322,7 +322,7 @@ def stores(runtime: WorkerRuntime) -> Grouped[_Write, None]:
     each alone paid a transaction, a chord count and a claim (bench/ratelimit). So a group
     waits up to STORE_LINGER_S for STORE_FILL samples, while other tasks of this worker are
     still calling: once none is, the group goes at once (a batch's last samples)."""
-    return runtime.grouped(store_group, STORE_LINGER_S, fill=STORE_FILL, until_none_expected=True)
+    return runtime.grouped(store_group, STORE_LINGER_S, fill=STORE_FILL, expected=runtime.judging)
 
 
 async def store_group(runtime: WorkerRuntime, writes: Sequence[_Write]) -> list[None]:

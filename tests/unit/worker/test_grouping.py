@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 
-from jury.worker.engine.grouping import Grouped
+from jury.worker.engine.grouping import Expected, Grouped
 
 
 class Recorder:
@@ -70,8 +70,10 @@ def test_a_group_lingers_until_it_fills() -> None:
     assert recorder.groups == [[0, 1, 2]]
 
 
-async def _expected_then_submitted(grouped: Grouped[int, int], item: int, after_s: float) -> int:
-    with grouped.expected():
+async def _expected_then_submitted(
+    grouped: Grouped[int, int], expected: Expected, item: int, after_s: float
+) -> int:
+    with expected.coming():
         await asyncio.sleep(after_s)
     return await grouped.submit(item)
 
@@ -80,11 +82,12 @@ def test_a_group_waits_for_items_on_their_way_then_goes_when_none_is() -> None:
     recorder = Recorder()
 
     async def run() -> float:
-        grouped: Grouped[int, int] = Grouped(recorder, linger_s=30.0, until_none_expected=True)
+        expected = Expected()
+        grouped: Grouped[int, int] = Grouped(recorder, linger_s=30.0, expected=expected)
         loop = asyncio.get_running_loop()
         started = loop.time()
         results = await asyncio.gather(
-            *(_expected_then_submitted(grouped, i, 0.02 * i) for i in range(4))
+            *(_expected_then_submitted(grouped, expected, i, 0.02 * i) for i in range(4))
         )
         assert results == [0, 2, 4, 6]
         return loop.time() - started
@@ -98,10 +101,11 @@ def test_a_group_waits_no_longer_than_its_linger_for_items_on_their_way() -> Non
     recorder = Recorder()
 
     async def run() -> tuple[list[list[int]], float]:
-        grouped: Grouped[int, int] = Grouped(recorder, linger_s=0.1, until_none_expected=True)
+        expected = Expected()
+        grouped: Grouped[int, int] = Grouped(recorder, linger_s=0.1, expected=expected)
         loop = asyncio.get_running_loop()
         started = loop.time()
-        with grouped.expected():  # an item that takes far longer than the linger to come
+        with expected.coming():  # an item that takes far longer than the linger to come
             first = await grouped.submit(1)
             groups = [list(g) for g in recorder.groups]
             waited = loop.time() - started
@@ -117,7 +121,7 @@ def test_nothing_on_its_way_means_no_linger() -> None:
     recorder = Recorder()
 
     async def run() -> float:
-        grouped: Grouped[int, int] = Grouped(recorder, linger_s=30.0, until_none_expected=True)
+        grouped: Grouped[int, int] = Grouped(recorder, linger_s=30.0, expected=Expected())
         loop = asyncio.get_running_loop()
         started = loop.time()
         await grouped.submit(5)
@@ -125,3 +129,26 @@ def test_nothing_on_its_way_means_no_linger() -> None:
 
     assert asyncio.run(run()) < 5.0
     assert recorder.groups == [[5]]
+
+
+def test_groups_sharing_what_is_expected_both_go_when_nothing_is() -> None:
+    """The store's group and the verdicts' wait on the same judge tasks: the last one's end
+    sends both on at once."""
+    samples, verdicts = Recorder(), Recorder()
+
+    async def run() -> float:
+        expected = Expected()
+        first: Grouped[int, int] = Grouped(samples, linger_s=30.0, expected=expected)
+        second: Grouped[int, int] = Grouped(verdicts, linger_s=30.0, expected=expected)
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+
+        async def calling() -> None:
+            with expected.coming():
+                await asyncio.sleep(0.05)
+
+        await asyncio.gather(first.submit(1), second.submit(2), calling())
+        return loop.time() - started
+
+    assert asyncio.run(run()) < 5.0
+    assert (samples.groups, verdicts.groups) == ([[1]], [[2]])
