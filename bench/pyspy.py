@@ -74,3 +74,65 @@ def frame_totals(paths: list[Path]) -> tuple[Counter[str], int]:
             for frame in set(frames):
                 totals[frame] += count
     return totals, samples
+
+
+# Where a worker's samples went: a stack belongs to the first of these steps one of whose
+# marks (a substring of a frame's text) is in it.
+STEPS = [
+    ("send gate", ("_pass_send_gate", "RedisRateLimiter.send_gate", "RedisRateLimiter.sent")),
+    ("slot reservation", ("wait_for_slot", "RedisRateLimiter.reserve")),
+    ("store: samples", ("store_writes", "record_writes")),
+    ("store: prepare", ("_prepare_all",)),
+    ("store: verdicts", ("aggregate_cells",)),
+    ("parking", ("Parking.", "Housekeeper.")),
+    ("liveness", ("Liveness.",)),
+    ("the call (HTTP, LiteLLM)", ("llm_client.py", "openai_wire", "litellm/", "aiohttp/")),
+    ("deliveries (kombu, BRPOP)", ("kombu/",)),
+    ("Celery: requests, tracer, acks", ("celery/",)),
+    ("engine pool", ("engine/pool.py",)),
+    ("task bodies, judging", ("jury/",)),
+    ("event loop", ("asyncio/",)),
+]
+
+
+def step_of(frames: list[str]) -> str:
+    for step, marks in STEPS:
+        if any(mark in frame for frame in frames for mark in marks):
+            return step
+    return "other"
+
+
+def steps(paths: list[Path]) -> Counter[str]:
+    """Samples per step (STEPS) in these raw files."""
+    counted: Counter[str] = Counter()
+    for path in paths:
+        for frames, count in stacks(path):
+            counted[step_of(frames)] += count
+    return counted
+
+
+def main() -> None:
+    """Compare runs' profiles per 1,000 judgments: `python -m bench.pyspy DIR LABEL:JUDGMENTS
+    ...` (LABEL: the run's files' prefix, e.g. jury-2w)."""
+    import sys
+
+    folder = Path(sys.argv[1])
+    runs = [arg.rpartition(":") for arg in sys.argv[2:]]
+    counts = {
+        label: (steps(sorted(folder.glob(f"{label}-worker-*.txt"))), int(judgments))
+        for label, _, judgments in runs
+    }
+    names = sorted(
+        {s for c, _ in counts.values() for s in c},
+        key=lambda s: -sum(c[s] * 1000 / j for c, j in counts.values()),
+    )
+    print(f"{'samples per 1,000 judgments':<32}" + "".join(f"{lb:>16}" for lb in counts))
+    for name in [*names, "all"]:
+        row = [
+            (sum(c.values()) if name == "all" else c[name]) * 1000 / j for c, j in counts.values()
+        ]
+        print(f"{name:<32}" + "".join(f"{v:>16.0f}" for v in row))
+
+
+if __name__ == "__main__":
+    main()
