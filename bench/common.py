@@ -60,9 +60,11 @@ def local_stack(
     n_workers: int,
     appendonly: bool = False,
     own_groups: bool = False,
+    ready_timeout_s: float = 90,
     **settings: object,
 ) -> Iterator[Stack]:
-    """Redis, the simulator and `n_workers` workers, all stopped on exit."""
+    """Redis, the simulator and `n_workers` workers, all stopped on exit; the workers must
+    answer a ping within `ready_timeout_s` (a loaded host starts them slowly)."""
     folder.mkdir(parents=True, exist_ok=True)
     redis_server = start_embedded_redis(folder, appendonly=appendonly)
     simulator = start_simulator(folder, simulator_options)
@@ -84,7 +86,7 @@ def local_stack(
     try:
         wait_for(
             lambda: len(app.control.ping(destination=nodes, timeout=0.5)) == len(nodes),
-            90,
+            ready_timeout_s,
             "workers",
         )
         yield Stack(config, app, redis_server, simulator, workers)

@@ -43,6 +43,7 @@ from typing import Any
 import psutil
 from sqlalchemy import func, select
 
+from bench import pyspy
 from bench.arrivals import fetch_arrivals, watching_ports, where_quota_went
 from bench.asyncio_baseline import plain_call
 from bench.common import local_stack, simulator_stats, worker_env
@@ -131,6 +132,7 @@ def run_jury(
         worker_concurrency=args.concurrency,
         rate_horizon_s=args.horizon,
         rate_margin=args.margin,
+        ready_timeout_s=args.ready_timeout,
     ) as stack:
         sessions = session_factory(stack.settings.database_url)
         batch = write_batch(folder / label, stack.simulator.url, items, n, quota)
@@ -138,7 +140,11 @@ def run_jury(
         provider_port = urllib.parse.urlsplit(stack.simulator.url).port or 80
         processes = {f"worker-{i}": w.process.pid for i, w in enumerate(stack.workers)}
         footprint = Footprint({**processes, "redis": stack.redis.process.pid})
-        with cpu_hog(args.hog), watching_ports(stack.workers, provider_port) as owners:
+        with (
+            cpu_hog(args.hog),
+            watching_ports(stack.workers, provider_port) as owners,
+            pyspy.recording(args.py_spy, args.profile_dir, label, processes),
+        ):
             provider_clock = simulator_stats(stack.simulator)["uptime_s"]
             commands = RedisCommands(stack.redis.url)
             footprint.start()
@@ -278,6 +284,12 @@ def main() -> None:
     )
     parser.add_argument("--baseline-concurrency", type=int, default=64)
     parser.add_argument(
+        "--ready-timeout",
+        type=float,
+        default=300,
+        help="seconds the workers may take to start (a loaded host imports slowly)",
+    )
+    parser.add_argument(
         "--horizon", type=float, default=Settings().rate_horizon_s, help="JURY_RATE_HORIZON"
     )
     parser.add_argument(
@@ -288,6 +300,12 @@ def main() -> None:
         default="60",
         help="seconds over which the provider enforces rpm (60: per minute; 10: quantized, "
         "rpm/6 per 10 s, which punishes bursts)",
+    )
+    parser.add_argument(
+        "--py-spy", help="a py-spy binary: sample each worker while it runs (--profile-dir)"
+    )
+    parser.add_argument(
+        "--profile-dir", type=Path, help="where --py-spy writes a raw profile per worker"
     )
     parser.add_argument(
         "--runs",

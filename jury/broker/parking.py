@@ -39,10 +39,19 @@ RELEASE_BATCH = 500
 # A release moves the messages due within this long too. A rate-limited judge's tasks are
 # parked a slot apart (producer.pacing), and half a horizon before their slot: released one
 # by one, each was delivered, prepared and stored alone, and a throttled judgment cost
-# several times an unthrottled one's CPU (bench/ratelimit); released a moment early and
-# together, they share their delivery's round trip and their store groups, then wait for
-# their reserved slots on the worker's event loop.
-RELEASE_AHEAD_S = 0.5
+# several times an unthrottled one's CPU (bench/ratelimit); released early and together,
+# they share their deliveries and their prepare and store groups, then wait for their
+# reserved slots on the worker's event loop. Half a second's worth at a time still cost a
+# throttled judgment three times an unthrottled one's CPU; two seconds' are fewer, larger
+# waves. Never more than a third of the rate horizon (release_ahead_s): a task parked half
+# a horizon before its slot comes back with its slot inside the horizon, granted, not
+# parked again.
+RELEASE_AHEAD_S = 2.0
+
+
+def release_ahead_s(horizon_s: float) -> float:
+    """How far ahead a release reaches, for a cluster whose rate horizon is `horizon_s`."""
+    return min(RELEASE_AHEAD_S, horizon_s / 3)
 
 
 class DueSignal:

@@ -36,7 +36,7 @@ from jury.store.repository import (
     stop_running_batch,
 )
 from jury.store.samples import stored_cost
-from jury.worker.engine.grouping import Grouped
+from jury.worker.engine.grouping import Expected, Grouped
 from jury.worker.engine.loop import EventLoopThread
 from jury.worker.engine.queues import TaskQueues
 from jury.worker.judging.heuristic_pool import HeuristicPool
@@ -158,6 +158,9 @@ class WorkerRuntime:
         )
         self.result_cache = ResultCache(self.sessions)
         self._groups: dict[object, Grouped[Any, Any]] = {}
+        # This worker's judge tasks in their calls: their samples, and perhaps their cells'
+        # verdicts, are on their way to the store groups (jury.worker.engine.grouping).
+        self.judging = Expected()
         # Heuristic judges' measuring processes: none starts before a heuristic is measured.
         self.heuristics = HeuristicPool(
             settings.heuristic_callables,
@@ -183,12 +186,17 @@ class WorkerRuntime:
         self,
         operation: Callable[[WorkerRuntime, Sequence[Any]], Awaitable[list[Any]]],
         linger_s: float = 0.0,
+        fill: int | None = None,
+        expected: Expected | None = None,
     ) -> Grouped[Any, Any]:
-        """The process's group-commit queue for a store operation (jury.worker.engine.grouping)."""
+        """The process's group-commit queue for a store operation (jury.worker.engine.grouping);
+        the options are its first caller's."""
         group = self._groups.get(operation)
         if group is None:
             run = functools.partial(operation, self)
-            group = self._groups[operation] = Grouped(run, linger_s=linger_s)
+            group = self._groups[operation] = Grouped(
+                run, linger_s=linger_s, fill=fill, expected=expected
+            )
         return group
 
     async def in_store(self, function: Callable[..., T], *args: Any) -> T:

@@ -55,8 +55,12 @@ log = logging.getLogger("jury.worker")
 # A cell's callback waits this long for others to aggregate with it (jury.worker.engine.grouping):
 # callbacks come one per several judge tasks, so alone they met in groups of about two
 # (bench/throughput), each group paying its own reads, transaction and progress update; with
-# this wait, groups of four to six. A verdict written 0.1 s later changes nothing for anyone.
-AGGREGATE_LINGER_S = 0.1
+# 0.1 s, groups of four to six, but under a strict quota (bench/ratelimit: five cells a
+# second, shared by the workers) one or two. A verdict written 0.5 s later changes nothing
+# for anyone, and none waits once this worker has no judge task calling: a batch's last
+# verdicts go at once.
+AGGREGATE_LINGER_S = 0.5
+AGGREGATE_FILL = 64
 # Samples the store refused (the database is down or locked) are parked with the task and
 # stored later, never judged twice: this often, backing off to a minute.
 STORE_MAX_RETRIES = 30
@@ -161,7 +165,10 @@ async def aggregate_body(runtime: WorkerRuntime, args: list[Any], kwargs: dict[s
     except MessageRefused as exc:
         return exc
     try:
-        outcome = await runtime.grouped(aggregate_group, AGGREGATE_LINGER_S).submit(cell)
+        verdicts = runtime.grouped(
+            aggregate_group, AGGREGATE_LINGER_S, fill=AGGREGATE_FILL, expected=runtime.judging
+        )
+        outcome = await verdicts.submit(cell)
     except Exception as exc:
         # The store is down or locked: try again, backing off; the sweeper is the net.
         if retries >= STORE_MAX_RETRIES:

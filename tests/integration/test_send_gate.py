@@ -171,8 +171,9 @@ class CountingGate(MemoryRateLimiter):
 
 def test_late_calls_take_turns_at_the_send_gate() -> None:
     """Twenty calls that woke late for their slots reach the send gate together: they leave
-    one gate interval apart, and only one at a time asks the gate, so the gate is asked about
-    twice per call, not once per waiting call at every send."""
+    one gate interval apart, and only one at a time asks the gate, each not before the
+    process's last send allows: so the gate is asked about once per call, not once per
+    waiting call at every send."""
     limiter = CountingGate(HORIZON)
     judge = Judge(model="openai/x", rpm=6000)  # a send every 9 ms at the gate
     sent: list[float] = []
@@ -188,5 +189,5 @@ def test_late_calls_take_turns_at_the_send_gate() -> None:
     asyncio.run(crowd())
     assert len(sent) == 20
     assert max(sent) - min(sent) >= 19 * 0.009 * 0.9  # spaced, not sent at once
-    assert limiter.gate_asks <= 3 * 20
+    assert limiter.gate_asks <= 1.5 * 20
     assert limiter.left == [rate_key(judge)] * 20  # each send's leaving told to the limiter

@@ -28,7 +28,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from jury.broker.parking import PARKED_HERE, RELEASE_AHEAD_S, Parking, Released
+from jury.broker.parking import PARKED_HERE, Parking, Released, release_ahead_s
 from jury.broker.redis_client import log_step_failure, outage
 from jury.worker.calls.provider_batches import ProviderBatches
 from jury.worker.engine.liveness import HeldMessages, Liveness
@@ -37,9 +37,10 @@ from jury.worker.runtime import WorkerRuntime
 
 log = logging.getLogger("jury.worker")
 
-# The longest the parked set goes unread: a message another process parked (the producer's
-# paced waves, another worker's tasks) is moved at most this late, should its own worker not
-# get there first (every worker wakes for its own parks when they fall due).
+# The longest the parked set goes unread, unless a release reaches further ahead than this
+# (parking.release_ahead_s): a message another process parked (the producer's paced waves,
+# another worker's tasks) is moved at most this late, should its own worker not get there
+# first (every worker wakes for its own parks when they fall due).
 PARKED_LOOK_S = 1.0
 # A parked message due sooner than this is released with the next ones (no busy loop).
 PARKED_MIN_SLEEP_S = 0.005
@@ -71,13 +72,15 @@ class Housekeeper(threading.Thread):
         now = time.monotonic()
         due = {"parked": now, "beat": now, "lines": now, "sweep": now + settings.sweep_interval_s}
         lines = 1  # until the parked set's release says how many models have a waiting line
+        # Each release moves what falls due before the next look: no message parked by
+        # another process is released late, however rarely the set is read.
+        ahead = release_ahead_s(settings.rate_horizon_s)
+        look = max(PARKED_LOOK_S, ahead)
         while not self.stopped.is_set():
             now = time.monotonic()
             if now >= due["parked"]:
-                released = self._step(
-                    "moving parked tasks", lambda: parking.release(RELEASE_AHEAD_S)
-                )
-                due["parked"] = now + _next_look(released)
+                released = self._step("moving parked tasks", lambda: parking.release(ahead))
+                due["parked"] = now + _next_look(released, look)
                 if isinstance(released, Released):
                     lines = released.lines
             if self.liveness is not None and now >= due["beat"]:
@@ -141,9 +144,9 @@ class ProviderBatchThread(threading.Thread):
             wait_s = step_s if busy else min(wait_s * 2, step_s * BATCH_IDLE_STRETCH)
 
 
-def _next_look(released: object) -> float:
+def _next_look(released: object, look_s: float = PARKED_LOOK_S) -> float:
     """How long until the parked set is read again, given the last release's answer (None:
-    it failed, or nothing is parked)."""
+    it failed, or nothing is parked), at most `look_s`."""
     if not isinstance(released, Released) or released.next_due_s is None:
-        return PARKED_LOOK_S
-    return min(PARKED_LOOK_S, max(PARKED_MIN_SLEEP_S, released.next_due_s))
+        return look_s
+    return min(look_s, max(PARKED_MIN_SLEEP_S, released.next_due_s))

@@ -24,7 +24,7 @@ from jury.schemas.batch import Judge
 from jury.worker.calls.send_wait import waiting_at_send
 from jury.worker.judging.judge_calls import CallJudge, ReplyLike, Sleep
 from jury.worker.limits.budget import BudgetRefused, CallBudget, Deferral
-from jury.worker.limits.ratelimit import Limits, Outcome, RateLimiter
+from jury.worker.limits.ratelimit import SEND_SPACING, Limits, Outcome, RateLimiter
 from jury.worker.metrics import recording as metrics
 
 # A 429 without Retry-After silences the model this long.
@@ -60,6 +60,21 @@ _RESTING: dict[str, float] = {}
 _GATE_TURNS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, asyncio.Lock]] = (
     weakref.WeakKeyDictionary()
 )
+
+
+# Per event loop and model: the loop's time before which this process's next send cannot
+# pass the gate (its last send's, plus the least spacing the gate ever asks: SEND_SPACING of
+# the quota's interval). Asked sooner, the gate could only answer "wait": a round trip
+# spared, for each call queued behind another of this process (gate_turn).
+_GATE_NOT_BEFORE: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, float]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def least_send_spacing_s(limits: Limits) -> float:
+    """The least time the send gate ever asks between two sends of a model: at its full pace,
+    without the margin (a lower bound whatever the cluster's pace and margin)."""
+    return 60 / limits.rpm * SEND_SPACING if limits.rpm else 0.0
 
 
 @asynccontextmanager
@@ -248,13 +263,18 @@ class GatedCall:
         await wait_for_slot(self.limiter, key, limits, tokens, token, self.sleep, park_beyond)
 
     async def _pass_send_gate(self, key: str, limits: Limits) -> None:
+        loop = asyncio.get_running_loop()
+        not_before = _GATE_NOT_BEFORE.setdefault(loop, {})
         async with gate_turn(key):
+            if (early := not_before.get(key, 0.0) - loop.time()) > 0:
+                await self.sleep(early)
             while (gap := self.limiter.send_gate(key, limits)) > 0:
                 await self.sleep(gap)
             # When the request leaves: aiohttp (on Python < 3.12) writes it in a task it
             # queues after this callback, behind whatever the event loop has ready; on 3.12
             # and later it writes at once, just before. Queued before the gate's next turn.
-            asyncio.get_running_loop().call_soon(self.limiter.sent, key)
+            loop.call_soon(self.limiter.sent, key)
+            not_before[key] = loop.time() + least_send_spacing_s(limits)
 
     def _learn(self, key: str, limits: Limits, reply: ReplyLike) -> None:
         """A provider whose headers say its request window is spent (no request left until
