@@ -112,6 +112,11 @@ class BudgetMeter:
         cap_usd = to_usd(int(cap)) if cap is not None else default_cap
         return MeterReading(spent_usd, to_usd(max(0, int(reserved or 0))), cap_usd)
 
+    def cap(self, batch_id: str) -> float | None:
+        """The meter's own cap (`jury resume --max-cost-usd`), None without one: one GET."""
+        value = self.broker.client.get(self.broker.key(redis_keys.budget(self.queue, batch_id).cap))
+        return None if value is None else to_usd(int(value))
+
     def set_cap(self, batch_id: str, cap_usd: float) -> None:
         """A new cap (`jury resume --max-cost-usd`): the meter opens again."""
         keys = redis_keys.budget(self.queue, batch_id)

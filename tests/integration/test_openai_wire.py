@@ -210,3 +210,44 @@ def test_each_error_status_is_the_error_the_sdk_path_gives(status: int, kind: st
     assert len(str(error)) <= 500
     if status == 429:
         assert isinstance(error, TransientJudgeError) and error.retry_after == 2.0
+
+
+def test_litellm_success_logging_runs_only_when_a_callback_would_see_it(
+    simulator: ManagedProcess, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With no LiteLLM callback the wire claims the call's async success log, and LiteLLM
+    neither builds nor runs it; a callback registered the documented way
+    (`litellm.callbacks`) still sees every call, with LiteLLM's cost."""
+    import time
+
+    from litellm.integrations.custom_logger import CustomLogger
+    from litellm.litellm_core_utils.litellm_logging import Logging
+
+    handled: list[object] = []
+    original = Logging.async_success_handler
+
+    async def counted(self: Logging, *args: object, **kwargs: object) -> None:
+        handled.append(self)
+        await original(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Logging, "async_success_handler", counted)
+    wired = judge(simulator, "openai/balanced", "jury")
+    assert call(wired).completion_tokens > 0
+    LOOP.run(asyncio.sleep(0.2))  # a log LiteLLM scheduled would have started by now
+    assert handled == []
+
+    class Seen(CustomLogger):
+        def __init__(self) -> None:
+            super().__init__()
+            self.costs: list[object] = []
+
+        async def async_log_success_event(self, kwargs, response_obj, start_time, end_time):  # type: ignore[no-untyped-def]
+            self.costs.append(kwargs.get("response_cost"))
+
+    seen = Seen()
+    monkeypatch.setattr(litellm, "callbacks", [seen])
+    assert call(wired).completion_tokens > 0
+    deadline = time.monotonic() + 10
+    while not seen.costs and time.monotonic() < deadline:
+        LOOP.run(asyncio.sleep(0.05))
+    assert seen.costs == [0.0] and len(handled) == 1
