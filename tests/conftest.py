@@ -174,10 +174,32 @@ def launch_workers(
     logs_dir: Path, settings: Settings, count: int = 1, **extra_env: str
 ) -> list[ManagedProcess]:
     """Start `count` real `python -m worker` processes at once; wait until all answer a ping."""
+    return _launch(logs_dir, settings, count, False, extra_env)
+
+
+def launch_forked_workers(
+    logs_dir: Path, settings: Settings, count: int, **extra_env: str
+) -> list[ManagedProcess]:
+    """`count` workers as `jury worker --processes count` starts them: forked from one process
+    that imported their code once (jury.worker.supervisor), which is the one process returned;
+    for workers a test never stops or kills one by one. A worker's code (LiteLLM, Celery)
+    costs seconds of CPU to import: forked, `count` workers pay it once."""
+    return _launch(logs_dir, settings, count, True, extra_env)
+
+
+def _launch(
+    logs_dir: Path, settings: Settings, count: int, forked: bool, extra_env: dict[str, str]
+) -> list[ManagedProcess]:
     app = create_producer_app(settings)
-    nodes = [f"jury-test-{secrets.token_hex(4)}@localhost" for _ in range(count)]
     env = worker_env(settings, **extra_env)
-    processes = [start_worker(logs_dir, env, node) for node in nodes]
+    if forked and count > 1:
+        base = f"jury-test-{secrets.token_hex(4)}"
+        # The supervisor names its workers `base-1@localhost`, … (child_node_name).
+        nodes = [f"{base}-{index}@localhost" for index in range(1, count + 1)]
+        processes = [start_worker(logs_dir, env, f"{base}@localhost", ["--processes", str(count)])]
+    else:
+        nodes = [f"jury-test-{secrets.token_hex(4)}@localhost" for _ in range(count)]
+        processes = [start_worker(logs_dir, env, node) for node in nodes]
 
     def ready() -> bool:
         if not all(p.alive() for p in processes):
@@ -210,8 +232,11 @@ def start_workers(logs_dir: Path) -> Iterator[WorkerStarter]:
     """Start workers with Settings of the test's own; all are stopped at teardown."""
     started: list[ManagedProcess] = []
 
-    def start(settings: Settings, count: int = 1, **extra_env: str) -> list[ManagedProcess]:
-        processes = launch_workers(logs_dir, settings, count, **extra_env)
+    def start(
+        settings: Settings, count: int = 1, *, forked: bool = False, **extra_env: str
+    ) -> list[ManagedProcess]:
+        launch = launch_forked_workers if forked else launch_workers
+        processes = launch(logs_dir, settings, count, **extra_env)
         started.extend(processes)
         return processes
 
@@ -231,7 +256,7 @@ def sqlite_workers(
     api_base is that placeholder: a worker start costs seconds of CPU, so tests share these."""
     folder = tmp_path_factory.mktemp("shared-sqlite")
     settings = settings_for(redis_url, f"sqlite:///{folder / 'jury.db'}")
-    processes = launch_workers(logs_dir, settings, count=2, JURY_SIMULATOR_URL=simulator.url)
+    processes = launch_forked_workers(logs_dir, settings, 2, JURY_SIMULATOR_URL=simulator.url)
     yield settings
     stop_workers(processes)
 
@@ -239,7 +264,7 @@ def sqlite_workers(
 @pytest.fixture(scope="session")
 def postgresql_workers(redis_url: str, logs_dir: Path, postgres_url: str) -> Iterator[Settings]:
     settings = settings_for(redis_url, postgres_url)
-    processes = launch_workers(logs_dir, settings, count=2)
+    processes = launch_forked_workers(logs_dir, settings, 2)
     yield settings
     stop_workers(processes)
 

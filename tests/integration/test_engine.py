@@ -86,7 +86,8 @@ def test_a_slow_task_stays_with_its_worker(
         settings = settings_for(redis_url, f"sqlite:///{tmp_path / 'jury.db'}").model_copy(
             update={"heartbeat_timeout_s": 2.0}
         )
-        start_workers(settings, count=2)
+        # Forked from one preloaded process, as `jury worker --processes 2` starts them.
+        start_workers(settings, count=2, forked=True)
         model = f"openai/balanced@slow{secrets.token_hex(3)}"
         judge = {"model": model, "n": 1, "timeout_s": 20}
         batch = write_batch(tmp_path, slow, [judge], cache=False)
