@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import threading
 import time
 from typing import cast
 
@@ -191,3 +192,54 @@ def test_late_calls_take_turns_at_the_send_gate() -> None:
     assert max(sent) - min(sent) >= 19 * 0.009 * 0.9  # spaced, not sent at once
     assert limiter.gate_asks <= 1.5 * 20
     assert limiter.left == [rate_key(judge)] * 20  # each send's leaving told to the limiter
+
+
+class RecordingGate(RedisRateLimiter):
+    """The gate in Redis, every slot granted at once (the calls woke late), each send the
+    gate records kept, and each ask counted."""
+
+    def __init__(self, client: redis.Redis, prefix: str) -> None:
+        super().__init__(client, HORIZON, prefix=prefix)
+        self.records: list[float] = []
+        self.asks = 0
+
+    def reserve(self, key: str, limits: Limits, tokens: int, token: str) -> Permit:
+        return Permit(Outcome.GRANTED, 0.0, token)
+
+    def send_gate(self, key: str, limits: Limits) -> float:
+        self.asks += 1
+        wait = super().send_gate(key, limits)
+        if wait <= 0:
+            self.records.append(self._passed[key] / 1000)  # Redis' clock, to the millisecond
+        return wait
+
+
+def test_crowds_asking_no_sooner_than_their_last_send_never_exceed_a_second_s_quota(
+    redis_limiter: RedisRateLimiter,
+) -> None:
+    """Two workers' crowds of late calls (two event loops in two threads, each skipping the
+    asks its own last send makes useless) through the gate in Redis: every call is sent, as
+    the gate recorded them no second holds more than its quota, and each call asks the gate
+    about once."""
+    judge = Judge(model="openai/crowd", rpm=1200)  # 20 a second
+    prefix = redis_limiter.prefix + "crowds:"
+    gates = [RecordingGate(redis_limiter.client, prefix) for _ in range(2)]
+
+    async def answer(judge: Judge, messages: list[dict[str, str]]) -> SpentReply:
+        return SpentReply(remaining_requests=100)
+
+    async def crowd(gate: RecordingGate) -> None:
+        calls = [GatedCall(answer, gate, HORIZON) for _ in range(25)]
+        await asyncio.gather(*(call(judge, [{"role": "user", "content": "x"}]) for call in calls))
+
+    workers = [threading.Thread(target=asyncio.run, args=(crowd(gate),)) for gate in gates]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(120)
+    sends = sorted(gates[0].records + gates[1].records)
+    assert len(sends) == 50
+    spans = [sends[i + 20] - sends[i] for i in range(len(sends) - 20)]
+    assert min(spans) >= 1.0 - 0.001  # 21 sends always span a second
+    assert min(b - a for a, b in itertools.pairwise(sends)) >= 0.05 * SEND_SPACING - 0.001
+    assert gates[0].asks + gates[1].asks <= 2 * 50
