@@ -145,6 +145,7 @@ class WorkerRuntime:
         self._positions: dict[tuple[str, str], int] = {}
         self._states: dict[str, tuple[float, BatchState]] = {}
         self._uncapped: dict[str, float] = {}
+        self._cap_looked: dict[str, float] = {}  # when a call last looked at the meter's cap
         self.redis = broker or BrokerRedis.from_settings(settings)
         self.budget = BudgetMeter(
             self.redis, settings.queue, lambda batch_id: stored_cost(self.sessions, batch_id)
@@ -290,9 +291,13 @@ class WorkerRuntime:
             return False
         if self.uncapped(batch_id, config):
             return True
+        now = time.monotonic()
+        if now - self._cap_looked.get(batch_id, -STATE_TTL_S) < STATE_TTL_S:
+            return False  # looked at within STATE_TTL_S, and it had a cap
+        self._cap_looked[batch_id] = now
         if self.budget.cap(batch_id) is not None:  # `jury resume --max-cost-usd` gave one
             return False
-        self._uncapped[batch_id] = time.monotonic()
+        self._uncapped[batch_id] = now
         return True
 
     def out_of_budget(self, batch_id: str, config: BatchConfig) -> str | None:

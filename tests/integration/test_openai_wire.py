@@ -231,6 +231,10 @@ def test_litellm_success_logging_runs_only_when_a_callback_would_see_it(
         await original(self, *args, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(Logging, "async_success_handler", counted)
+    # LiteLLM keeps a callback once seen in the lists it routes callbacks to, after it left
+    # `litellm.callbacks` (another test's may be there): none, for this test.
+    for registered in ("callbacks", "success_callback", "_async_success_callback"):
+        monkeypatch.setattr(litellm, registered, [])
     wired = judge(simulator, "openai/balanced", "jury")
     assert call(wired).completion_tokens > 0
     LOOP.run(asyncio.sleep(0.2))  # a log LiteLLM scheduled would have started by now

@@ -41,8 +41,19 @@ def test_an_uncapped_batch_s_calls_reserve_nothing_until_it_gets_a_cap(
 
         runtime.budget.set_cap(batch_id, 1.0)  # `jury resume --max-cost-usd 1`
         runtime._uncapped[batch_id] -= worker_runtime.STATE_TTL_S + 1
-        budget = runtime.gated_call(batch_id, config).budget
-        assert budget is not None and budget.cap_usd is None  # the meter's cap applies
+        runtime._cap_looked[batch_id] -= worker_runtime.STATE_TTL_S + 1
+        looks: list[float | None] = []
+        look = runtime.budget.cap
+
+        def counted(batch_id: str) -> float | None:
+            looks.append(look(batch_id))
+            return looks[-1]
+
+        runtime.budget.cap = counted  # type: ignore[method-assign]
+        for _ in range(3):
+            budget = runtime.gated_call(batch_id, config).budget
+            assert budget is not None and budget.cap_usd is None  # the meter's cap applies
+        assert looks == [1.0]  # looked at once, not at every call
         assert not runtime.uncapped(batch_id, config)
 
         capped = config.model_copy(update={"max_cost_usd": 2.0})

@@ -230,8 +230,8 @@ def _unobserved(logging_obj: Any) -> bool:
     """Whether no LiteLLM callback would see this call's success. LiteLLM builds its logging
     payload and prices the call a second time for its async success callbacks even when none
     is registered (litellm_logging.py, `Logging._async_success_handler_body`, run through its
-    logging worker: read in LiteLLM 1.106): 1.2 of 4.7 ms of CPU per call through the wire
-    (against the simulator, 1,500 calls, 64 at once, alternated in one process). With none
+    logging worker: read in LiteLLM 1.106): about 1 of 4.7-5.0 ms of CPU per call through the
+    wire (against the simulator, 1,500 calls, 64 at once, alternated in one process). With none
     registered, globally (`litellm.callbacks` and `litellm.success_callback`, and the async
     list LiteLLM routes them to) or for the call, that log is skipped; with any, it runs.
     Jury's cost is its own (llm_client), whatever LiteLLM logs."""
