@@ -3,10 +3,13 @@ one), PostgreSQL (a fresh database per run), the simulator, and `python -m worke
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
+import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import cast
@@ -216,13 +219,17 @@ def _launch(
     return processes
 
 
-def stop_workers(processes: list[ManagedProcess]) -> None:
-    # Idle test workers have nothing to finish: SIGTERM them all, SIGKILL stragglers at 3 s.
+def stop_workers(processes: list[ManagedProcess], grace_s: float = 10.0) -> None:
+    # SIGTERM them all (a warm shutdown), SIGKILL stragglers once `grace_s` has passed. One
+    # SIGTERM each: a second one during the warm shutdown ends the worker with -15.
     for process in processes:
         if process.alive():
             process.process.terminate()
+    deadline = time.monotonic() + grace_s
     for process in processes:
-        process.stop(grace=3)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.process.wait(max(0.0, deadline - time.monotonic()))
+        process.stop(grace=0)
         if process.process.returncode not in (0, -15, -9):
             sys.stderr.write(f"--- {process.name} log ---\n{process.log_tail(60)}\n")
 

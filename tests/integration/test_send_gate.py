@@ -242,4 +242,6 @@ def test_crowds_asking_no_sooner_than_their_last_send_never_exceed_a_second_s_qu
     spans = [sends[i + 20] - sends[i] for i in range(len(sends) - 20)]
     assert min(spans) >= 1.0 - 0.001  # 21 sends always span a second
     assert min(b - a for a, b in itertools.pairwise(sends)) >= 0.05 * SEND_SPACING - 0.001
-    assert gates[0].asks + gates[1].asks <= 2 * 50
+    # About once per call on a quiet host; a loaded one wakes calls late and they ask again.
+    # Asked at every send by every waiting call, it would be some 600.
+    assert gates[0].asks + gates[1].asks <= 3 * 50
