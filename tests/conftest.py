@@ -32,6 +32,7 @@ from jury.settings import Settings
 from jury.store.engine import dispose_all
 from jury.worker.limits.ratelimit import MemoryRateLimiter, RateLimiter
 from jury.worker.limits.redis_limiter import RedisRateLimiter
+from jury.worker.supervisor import child_node_name
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 # Rich sizes its tables to the terminal; a test reads them whole, whatever runs it (a
@@ -196,10 +197,10 @@ def _launch(
     app = create_producer_app(settings)
     env = worker_env(settings, **extra_env)
     if forked and count > 1:
-        base = f"jury-test-{secrets.token_hex(4)}"
-        # The supervisor names its workers `base-1@localhost`, … (child_node_name).
-        nodes = [f"{base}-{index}@localhost" for index in range(1, count + 1)]
-        processes = [start_worker(logs_dir, env, f"{base}@localhost", ["--processes", str(count)])]
+        parent = f"jury-test-{secrets.token_hex(4)}@localhost"
+        # Its workers are named by the supervisor's own rule, numbered from 1.
+        nodes = [child_node_name(["-n", parent], index)[1] for index in range(1, count + 1)]
+        processes = [start_worker(logs_dir, env, parent, ["--processes", str(count)])]
     else:
         nodes = [f"jury-test-{secrets.token_hex(4)}@localhost" for _ in range(count)]
         processes = [start_worker(logs_dir, env, node) for node in nodes]

@@ -304,15 +304,11 @@ class WorkerRuntime:
         """Why no new judge call may start for this batch, if its budget is spent. A batch
         without a cap is looked at again every STATE_TTL_S (`jury resume --max-cost-usd`
         may give it one); a batch with one, at every call."""
-        now = time.monotonic()
-        if (
-            config.max_cost_usd is None
-            and now - self._uncapped.get(batch_id, -STATE_TTL_S) < STATE_TTL_S
-        ):
+        if self.uncapped(batch_id, config):
             return None
         reading = self.budget.read(batch_id, config.max_cost_usd)
         if reading.cap_usd is None:
-            self._uncapped[batch_id] = now
+            self._uncapped[batch_id] = time.monotonic()
         if not reading.exhausted:
             return None
         return self.stop_for_budget(batch_id, reading)
